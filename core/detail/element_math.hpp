@@ -1,0 +1,268 @@
+// The one definition of ropekv's element math, shared by every backend
+// (host/Kokkos, CUDA, HIP): number conversions, the RoPE pair rotation, the
+// quantization step and cache addressing. Everything here is host+device and
+// branch-free where it runs per element, so compilers vectorise it on the host.
+//
+// Bit-identity across backends rests on three rules:
+//  * every float operation is written out explicitly (fmaf where the SPEC
+//    says so), and the library is compiled without contraction or fast-math;
+//  * conversions are done in software by integer arithmetic on the IEEE bits
+//    (a hardware conversion may replace one only where it is proven equal,
+//    see encode_fp8 below);
+//  * NaN is encoded as one canonical positive NaN code per format, whatever
+//    its sign or payload (x86 and GPUs disagree on the sign of a NaN that an
+//    operation creates, e.g. inf * 0).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "ropekv/ropekv.hpp"
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define ROPEKV_HD __host__ __device__ __forceinline__
+#define ROPEKV_DEVICE_COMPILE 1
+#else
+#define ROPEKV_HD inline
+#endif
+
+namespace ropekv {
+namespace detail {
+
+// ------------------------------------------------------------- float bits
+ROPEKV_HD std::uint32_t f32_bits(float f) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  return __float_as_uint(f);
+#else
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+#endif
+}
+ROPEKV_HD float f32_from_bits(std::uint32_t u) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+ROPEKV_HD std::uint32_t u32_min(std::uint32_t a, std::uint32_t b) { return a < b ? a : b; }
+
+// ------------------------------------------------------------- decoding inputs (exact)
+ROPEKV_HD float bf16_to_f32(std::uint16_t h) { return f32_from_bits(std::uint32_t(h) << 16); }
+
+// IEEE binary16 -> binary32, exact. Finite values (normal and subnormal) are
+// rebiased by one exact multiply by 2^112; inf/NaN keep their payload.
+ROPEKV_HD float f16_to_f32(std::uint16_t h) {
+  const std::uint32_t sign = (std::uint32_t(h) & 0x8000u) << 16;
+  const std::uint32_t em = std::uint32_t(h) & 0x7fffu;
+  const float finite = f32_from_bits(em << 13) * f32_from_bits(0x77800000u);  // * 2^112
+  const std::uint32_t special = 0x7f800000u | (em << 13);
+  const std::uint32_t mag = em >= 0x7c00u ? special : f32_bits(finite);
+  return f32_from_bits(sign | mag);
+}
+
+// ------------------------------------------------------------- encoding outputs
+// Canonical NaN codes (positive, whatever the NaN's sign or payload).
+constexpr std::uint32_t kNanF32 = 0x7fc00000u;
+constexpr std::uint16_t kNanBF16 = 0x7fc0u;
+constexpr std::uint16_t kNanF16 = 0x7e00u;
+constexpr std::uint8_t kNanE4M3FN = 0x7fu;
+constexpr std::uint8_t kNanE5M2 = 0x7fu;
+constexpr std::uint8_t kNanE4M3FNUZ = 0x80u;
+
+ROPEKV_HD std::uint32_t canonical_f32_bits(float f) {
+  const std::uint32_t u = f32_bits(f);
+  return (u & 0x7fffffffu) > 0x7f800000u ? kNanF32 : u;
+}
+
+// float -> bf16, round to nearest even; overflow rounds to inf as IEEE does.
+ROPEKV_HD std::uint16_t f32_to_bf16(float f) {
+  const std::uint32_t u = f32_bits(f);
+  const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return (u & 0x7fffffffu) > 0x7f800000u ? kNanBF16 : std::uint16_t(rounded);
+}
+
+// A small float format with E exponent bits, M mantissa bits and bias B.
+// Values of magnitude above `max_bits` (the float bits of the largest value
+// the conversion may produce) are clamped to it before rounding; that is
+// saturation for FP8 (satfinite) and, with max_bits = the bits of 2^(emax+1),
+// overflow to infinity for fp16.
+template <int M, int B, std::uint32_t MaxBits>
+ROPEKV_HD std::uint32_t encode_small_float_magnitude(std::uint32_t abs_bits) {
+  constexpr int kShift = 23 - M;
+  constexpr std::uint32_t kMinNormalBits = std::uint32_t(127 + 1 - B) << 23;
+  constexpr std::uint32_t kRebias = std::uint32_t(127 - B) << M;
+  // 2^(B - 1 + M): scales a subnormal to an integer count of the smallest step.
+  constexpr std::uint32_t kSubScaleBits = std::uint32_t(127 + B - 1 + M) << 23;
+  const std::uint32_t a = u32_min(abs_bits, MaxBits);
+  // Normal range: round the float mantissa to M bits (ties to even), rebias.
+  const std::uint32_t r = a + ((1u << (kShift - 1)) - 1u) + ((a >> kShift) & 1u);
+  const std::uint32_t normal = (r >> kShift) - kRebias;
+  // Subnormal range: value * 2^(B-1+M) is exact; adding 2^23 rounds it to an
+  // integer (ties to even) in the low mantissa bits. 2^M is the smallest normal.
+  const float scaled = f32_from_bits(a) * f32_from_bits(kSubScaleBits) + 8388608.0f;
+  const std::uint32_t sub = f32_bits(scaled) - 0x4b000000u;
+  return a < kMinNormalBits ? sub : normal;
+}
+
+// float -> IEEE fp16, round to nearest even, overflow to inf.
+ROPEKV_HD std::uint16_t f32_to_f16(float f) {
+  const std::uint32_t u = f32_bits(f);
+  const std::uint32_t abs_bits = u & 0x7fffffffu;
+  const std::uint32_t mag = encode_small_float_magnitude<10, 15, 0x47800000u>(abs_bits);
+  const std::uint32_t code = ((u >> 16) & 0x8000u) | mag;
+  return abs_bits > 0x7f800000u ? kNanF16 : std::uint16_t(code);
+}
+
+// float -> e4m3fn: RNE, |x| > 448 (inf included) saturates to 448, NaN -> 0x7f.
+ROPEKV_HD std::uint8_t f32_to_e4m3fn(float f) {
+  const std::uint32_t u = f32_bits(f);
+  const std::uint32_t abs_bits = u & 0x7fffffffu;
+  const std::uint32_t mag = encode_small_float_magnitude<3, 7, 0x43e00000u>(abs_bits);
+  const std::uint32_t code = ((u >> 24) & 0x80u) | mag;
+  return abs_bits > 0x7f800000u ? kNanE4M3FN : std::uint8_t(code);
+}
+
+// float -> e5m2: RNE, saturate to 57344, NaN -> 0x7f.
+ROPEKV_HD std::uint8_t f32_to_e5m2(float f) {
+  const std::uint32_t u = f32_bits(f);
+  const std::uint32_t abs_bits = u & 0x7fffffffu;
+  const std::uint32_t mag = encode_small_float_magnitude<2, 15, 0x47600000u>(abs_bits);
+  const std::uint32_t code = ((u >> 24) & 0x80u) | mag;
+  return abs_bits > 0x7f800000u ? kNanE5M2 : std::uint8_t(code);
+}
+
+// float -> e4m3fnuz: bias 8, RNE, saturate to 240, no negative zero, NaN -> 0x80.
+ROPEKV_HD std::uint8_t f32_to_e4m3fnuz(float f) {
+  const std::uint32_t u = f32_bits(f);
+  const std::uint32_t abs_bits = u & 0x7fffffffu;
+  const std::uint32_t mag = encode_small_float_magnitude<3, 8, 0x43700000u>(abs_bits);
+  const std::uint32_t sign = mag == 0u ? 0u : ((u >> 24) & 0x80u);
+  return abs_bits > 0x7f800000u ? kNanE4M3FNUZ : std::uint8_t(sign | mag);
+}
+
+// ------------------------------------------------------------- RoPE
+// One rotation pair (x, xp) = (x[i], x[partner]) by (c, s), float32, in the
+// SPEC's order with explicit fused multiply-adds:
+//   y  = fmaf(x,  c, -(xp * s))
+//   yp = fmaf(xp, c,   x * s)
+struct RotatedPair {
+  float y, yp;
+};
+ROPEKV_HD RotatedPair rotate_pair(float x, float xp, float c, float s) {
+  RotatedPair r;
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  r.y = ::fmaf(x, c, -(xp * s));
+  r.yp = ::fmaf(xp, c, x * s);
+#else
+  r.y = std::fmaf(x, c, -(xp * s));
+  r.yp = std::fmaf(xp, c, x * s);
+#endif
+  return r;
+}
+
+// Element indices of rotation pair p (0 <= p < R/2) within the rotary part;
+// the pair's cos is table[p], its sin table[R/2 + p].
+struct PairIndex {
+  std::int64_t first, second;
+};
+ROPEKV_HD PairIndex pair_index(RopeStyle style, std::int64_t p, std::int64_t half) {
+  PairIndex ix;
+  ix.first = style == RopeStyle::kNeox ? p : 2 * p;
+  ix.second = style == RopeStyle::kNeox ? p + half : 2 * p + 1;
+  return ix;
+}
+
+// ------------------------------------------------------------- quantization
+// The value stored for `v` with dequantization scale `scale` (FP8 outputs):
+// IEEE float32 division, then the format's encoder.
+ROPEKV_HD float apply_scale(float v, float scale) { return v / scale; }
+
+// ------------------------------------------------------------- cache addressing
+// Element offset of (page, entry, head) in a cache view with strides
+// (page, slot-in-page, head); 64-bit throughout.
+ROPEKV_HD std::int64_t cache_offset(std::int64_t page, std::int64_t entry, std::int64_t head,
+                                    const std::int64_t* strides) {
+  return page * strides[0] + entry * strides[1] + head * strides[2];
+}
+
+// Slot mapping -> (page, entry).
+struct PageEntry {
+  std::int64_t page, entry;
+};
+ROPEKV_HD PageEntry split_slot(std::int64_t slot, std::int64_t page_size) {
+  PageEntry pe;
+  pe.page = slot / page_size;
+  pe.entry = slot % page_size;
+  return pe;
+}
+
+ROPEKV_HD std::int64_t read_index(const void* base, bool is_int64, std::int64_t i) {
+  return is_int64 ? static_cast<const std::int64_t*>(base)[i]
+                  : std::int64_t(static_cast<const std::int32_t*>(base)[i]);
+}
+
+}  // namespace detail
+}  // namespace ropekv
+
+namespace ropekv {
+namespace detail {
+
+// ------------------------------------------------------------- formats
+// Storage type and conversions of each element format, for templates that a
+// runtime DType is dispatched to (see dispatch.hpp).
+template <DType D>
+struct Format;
+template <>
+struct Format<DType::kFloat32> {
+  using storage = float;
+  static constexpr bool kQuantized = false;
+  static ROPEKV_HD float decode(storage v) { return v; }
+  static ROPEKV_HD storage encode(float v) { return f32_from_bits(canonical_f32_bits(v)); }
+};
+template <>
+struct Format<DType::kBFloat16> {
+  using storage = std::uint16_t;
+  static constexpr bool kQuantized = false;
+  static ROPEKV_HD float decode(storage v) { return bf16_to_f32(v); }
+  static ROPEKV_HD storage encode(float v) { return f32_to_bf16(v); }
+};
+template <>
+struct Format<DType::kFloat16> {
+  using storage = std::uint16_t;
+  static constexpr bool kQuantized = false;
+  static ROPEKV_HD float decode(storage v) { return f16_to_f32(v); }
+  static ROPEKV_HD storage encode(float v) { return f32_to_f16(v); }
+};
+template <>
+struct Format<DType::kFloat8E4M3FN> {
+  using storage = std::uint8_t;
+  static constexpr bool kQuantized = true;
+  static ROPEKV_HD storage encode(float v) { return f32_to_e4m3fn(v); }
+};
+template <>
+struct Format<DType::kFloat8E5M2> {
+  using storage = std::uint8_t;
+  static constexpr bool kQuantized = true;
+  static ROPEKV_HD storage encode(float v) { return f32_to_e5m2(v); }
+};
+template <>
+struct Format<DType::kFloat8E4M3FNUZ> {
+  using storage = std::uint8_t;
+  static constexpr bool kQuantized = true;
+  static ROPEKV_HD storage encode(float v) { return f32_to_e4m3fnuz(v); }
+};
+
+// The stored value of `v` in output format D with dequantization scale
+// `scale` (applied to quantized formats only).
+template <DType D>
+ROPEKV_HD typename Format<D>::storage store_value(float v, float scale) {
+  return Format<D>::kQuantized ? Format<D>::encode(apply_scale(v, scale)) : Format<D>::encode(v);
+}
+
+}  // namespace detail
+}  // namespace ropekv

@@ -1,0 +1,120 @@
+// The plain launch-parameters struct that validation lowers `Arguments` to,
+// and the per-token index resolution every backend shares.
+//
+// Everything a backend needs is here, already checked: extents, element
+// strides (int64), dtypes, raw pointers. Backends never look at `Arguments`.
+#pragma once
+
+#include <cstdint>
+
+#include "detail/element_math.hpp"
+#include "ropekv/ropekv.hpp"
+
+namespace ropekv {
+namespace detail {
+
+// A [nnz, H, dim] view with a contiguous last dim.
+struct HeadTensor {
+  char* data = nullptr;  // null when dim == 0
+  std::int64_t token_stride = 0, head_stride = 0;  // elements
+};
+// A [P, ps, H, dim] cache view with a contiguous last dim.
+struct CacheTensor {
+  char* data = nullptr;
+  std::int64_t stride[3] = {0, 0, 0};  // page, slot-in-page, head (elements)
+};
+
+struct LaunchParams {
+  std::int64_t nnz = 0;
+  std::int64_t num_q_heads = 0, num_kv_heads = 0;
+  std::int64_t rotary_dim = 0, nope_dim = 0, v_dim = 0;  // R, N, Dv (Dv = 0 for MLA)
+  std::int64_t max_pos = 0, page_size = 0, num_pages = 0;
+
+  AttentionKind kind = AttentionKind::kGqa;
+  RopeStyle style = RopeStyle::kNeox;
+  DType in_dtype = DType::kInvalid;     // q, k, v inputs
+  DType q_out_dtype = DType::kInvalid;  // q_rope_out, q_nope_out
+  DType cache_dtype = DType::kInvalid;  // k and v caches
+  DType cos_dtype = DType::kInvalid;
+
+  HeadTensor q_rope, q_nope, k_rope, k_nope, v;
+  HeadTensor q_rope_out, q_nope_out;
+  CacheTensor k_cache_rope, k_cache_nope, v_cache;
+
+  const char* cos_sin = nullptr;
+  std::int64_t cos_row_stride = 0;  // elements
+
+  const void* positions = nullptr;
+  bool positions_i64 = false;
+
+  Addressing addressing = Addressing::kSlotMapping;
+  const void* slot_mapping = nullptr;
+  bool slot_i64 = false;
+  const void* kv_indices = nullptr;
+  const void* kv_indptr = nullptr;
+  const void* batch_indices = nullptr;
+  const void* kv_positions = nullptr;
+  bool kv_indices_i64 = false, kv_indptr_i64 = false, batch_i64 = false, kv_positions_i64 = false;
+  std::int64_t batch_size = 0, num_kv_indices = 0;
+
+  // Scales: the value divides (FP8 outputs only); a device pointer wins.
+  float q_scale = 1.f, k_scale = 1.f, v_scale = 1.f;
+  const float* q_scale_ptr = nullptr;
+  const float* k_scale_ptr = nullptr;
+  const float* v_scale_ptr = nullptr;
+
+  bool checked = false;
+  unsigned long long* skipped_tokens = nullptr;
+
+  void* stream = nullptr;
+  bool pdl = false;
+};
+
+// What a backend does with token t.
+struct TokenPlan {
+  bool write = false;  // false: padding or (checked mode) a bad index
+  bool bad = false;    // checked mode: skipped for a bad index, to be counted
+  std::int64_t pos = 0;            // RoPE position
+  std::int64_t page = 0, entry = 0;
+};
+
+// Reads token t's indices in the order that never touches a padding token's
+// other arrays: first the slot (or batch index), then the rest.
+ROPEKV_HD TokenPlan plan_token(const LaunchParams& p, std::int64_t t) {
+  TokenPlan plan;
+  bool ok = true;
+  if (p.addressing == Addressing::kSlotMapping) {
+    const std::int64_t slot = read_index(p.slot_mapping, p.slot_i64, t);
+    if (slot < 0) return plan;  // padding
+    const PageEntry pe = split_slot(slot, p.page_size);
+    plan.page = pe.page;
+    plan.entry = pe.entry;
+  } else {
+    const std::int64_t b = read_index(p.batch_indices, p.batch_i64, t);
+    if (b < 0) return plan;  // padding
+    const std::int64_t kv_pos = read_index(p.kv_positions, p.kv_positions_i64, t);
+    if (p.checked) ok = b < p.batch_size && kv_pos >= 0;
+    if (ok) {
+      const std::int64_t first = read_index(p.kv_indptr, p.kv_indptr_i64, b);
+      const std::int64_t j = first + kv_pos / p.page_size;
+      if (p.checked) {
+        const std::int64_t end = read_index(p.kv_indptr, p.kv_indptr_i64, b + 1);
+        ok = j >= 0 && j < end && j < p.num_kv_indices;
+      }
+      if (ok) {
+        plan.page = read_index(p.kv_indices, p.kv_indices_i64, j);
+        plan.entry = kv_pos % p.page_size;
+      }
+    }
+  }
+  if (ok) plan.pos = read_index(p.positions, p.positions_i64, t);
+  if (p.checked && ok) {
+    ok = plan.page >= 0 && plan.page < p.num_pages && plan.pos >= 0 && plan.pos < p.max_pos;
+  }
+  plan.write = ok;
+  plan.bad = !ok;
+  return plan;
+}
+
+}  // namespace detail
+}  // namespace ropekv

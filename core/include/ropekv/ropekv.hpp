@@ -1,0 +1,236 @@
+// ropekv: fused RoPE + FP8 quantization + paged KV-cache append.
+//
+// The one header a user includes. It names no vendor or Kokkos type: device
+// streams travel as `void*`, tensors as non-owning strided views.
+//
+// Contract: ../shared/notes/SPEC.md (summarised in README.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ropekv/config.hpp"
+
+namespace ropekv {
+
+// ---------------------------------------------------------------- dtypes
+enum class DType : std::int32_t {
+  kInvalid = 0,
+  kFloat32,
+  kFloat16,
+  kBFloat16,
+  kFloat8E4M3FN,    // OCP e4m3fn: NVIDIA, MI350+; max 448
+  kFloat8E5M2,      // max 57344
+  kFloat8E4M3FNUZ,  // AMD MI300/MI325 (gfx94x): bias 8, max 240, NaN 0x80
+  kInt32,
+  kInt64,
+};
+const char* to_string(DType dtype) noexcept;
+std::size_t size_of(DType dtype) noexcept;  // bytes per element, 0 for kInvalid
+
+// ---------------------------------------------------------------- status
+enum class Status : std::int32_t {
+  kSuccess = 0,
+  kErrorNullPointer,         // data required but null
+  kErrorUnsupportedDType,    // dtype or dtype combination not supported
+  kErrorInvalidRank,         // a view has the wrong rank
+  kErrorShapeMismatch,       // extents disagree between inputs, outputs, caches
+  kErrorInvalidRotaryDim,    // R odd or zero
+  kErrorCosSinMismatch,      // cos/sin table width != R, or empty table
+  kErrorNonContiguous,       // last dim not contiguous
+  kErrorInvalidStride,       // negative stride
+  kErrorMisaligned,          // pointer not aligned to its element size
+  kErrorInvalidPageSize,     // page_size <= 0
+  kErrorInvalidScale,        // host scale not positive and finite
+  kErrorOverlap,             // two outputs overlap
+  kErrorInvalidArgument,     // an enum value out of range, MLA with a value, ...
+  kErrorBackendNotCompiled,  // the requested backend is not in this build
+  kErrorNoDevice,            // the backend is compiled but has no device
+  kErrorLaunchFailed,        // the backend's launch reported an error
+};
+const char* to_string(Status status) noexcept;
+
+// The outcome of every call: a status plus a message that names the argument
+// and the rule, e.g. "k_cache_rope.stride[3] must be 1, got 2".
+struct Result {
+  Status status = Status::kSuccess;
+  char message[256] = {};
+  bool ok() const noexcept { return status == Status::kSuccess; }
+};
+
+// ---------------------------------------------------------------- views
+// A non-owning strided view. Extents and strides are int64, strides in
+// elements. A view with rank 0 is "absent" (used for an empty non-rotary part
+// and for the value of MLA).
+struct TensorView {
+  void* data = nullptr;
+  DType dtype = DType::kInvalid;
+  std::int32_t rank = 0;
+  std::int64_t extent[4] = {0, 0, 0, 0};
+  std::int64_t stride[4] = {0, 0, 0, 0};
+
+  bool present() const noexcept { return rank > 0; }
+  std::int64_t numel() const noexcept;
+};
+
+// Row-major contiguous view of `rank` extents.
+TensorView make_contiguous(void* data, DType dtype, std::int32_t rank,
+                           const std::int64_t* extents) noexcept;
+// Strided view: `rank` extents and strides (elements).
+TensorView make_strided(void* data, DType dtype, std::int32_t rank,
+                        const std::int64_t* extents,
+                        const std::int64_t* strides) noexcept;
+// 1-D contiguous view (index arrays, positions).
+TensorView make_vector(void* data, DType dtype, std::int64_t n) noexcept;
+
+// ---------------------------------------------------------------- the op
+enum class AttentionKind : std::int32_t {
+  kGqa = 0,  // GQA/MHA: query, key and value; K and V caches
+  kMla = 1,  // DeepSeek MLA: Hk == 1, no value, no V cache
+};
+enum class RopeStyle : std::int32_t {
+  kNeox = 0,         // pairs (i, i + R/2)
+  kInterleaved = 1,  // pairs (2i, 2i + 1), GPT-J style
+};
+enum class Addressing : std::int32_t {
+  kSlotMapping = 0,  // vLLM: slot[t]; page = slot / ps, entry = slot % ps; slot < 0 = padding
+  kPageTable = 1,    // FlashInfer/SGLang: kv_indices, kv_indptr, batch_indices, kv_positions
+};
+
+// A per-tensor dequantization scale (real ~= stored * scale; stored =
+// convert(value / scale)). Either a host float or a pointer to one float in
+// the backend's memory (device memory for CUDA/HIP), read at run time, so that
+// a captured graph sees updated scales. Scales apply to FP8 outputs only; for
+// bf16/fp16/fp32 outputs they are ignored (a host scale is still validated).
+struct Scale {
+  float value = 1.0f;
+  const float* device = nullptr;  // when set, `value` is ignored
+  static Scale host(float v) noexcept { Scale s; s.value = v; return s; }
+  static Scale on_device(const float* p) noexcept { Scale s; s.device = p; return s; }
+};
+
+// Where each token's key and value go.
+struct CacheIndex {
+  Addressing form = Addressing::kSlotMapping;
+  // kSlotMapping: [nnz] int32/int64. slot < 0 marks a padding token.
+  TensorView slot_mapping;
+  // kPageTable: page = kv_indices[kv_indptr[b] + kv_positions[t] / ps],
+  // entry = kv_positions[t] % ps, b = batch_indices[t]; b < 0 = padding.
+  TensorView kv_indices;     // [num_entries] int32/int64
+  TensorView kv_indptr;      // [batch + 1] int32/int64
+  TensorView batch_indices;  // [nnz] int32/int64
+  TensorView kv_positions;   // [nnz] int32/int64 (often the same view as `positions`)
+};
+
+// Checked mode: the kernel verifies each token's indices (page in [0, P),
+// position in [0, max_pos), page-table bounds), skips a bad token instead of
+// writing out of bounds, and adds the number skipped to *skipped_tokens
+// (memory of the backend: device memory for CUDA/HIP; may be null).
+struct CheckedMode {
+  bool enabled = false;
+  unsigned long long* skipped_tokens = nullptr;
+};
+
+// All arguments of one call. Shapes (SPEC.md):
+//   q_rope [nnz, Hq, R], q_nope [nnz, Hq, N], k_rope [nnz, Hk, R],
+//   k_nope [nnz, Hk, N], v [nnz, Hk, Dv] (GQA only); inputs bf16/fp16/fp32,
+//   all of one dtype. q_rope_out / q_nope_out: same shapes as q_rope / q_nope.
+//   k_cache_rope [P, ps, Hk, R], k_cache_nope [P, ps, Hk, N],
+//   v_cache [P, ps, Hk, Dv] (GQA only); one cache dtype.
+//   cos_sin_cache [max_pos, R], fp32 or the input dtype.
+//   positions [nnz], int32/int64.
+// N == 0 is written by leaving q_nope, k_nope, q_nope_out and k_cache_nope
+// absent (rank 0) or with a zero last extent.
+struct Arguments {
+  AttentionKind kind = AttentionKind::kGqa;
+  RopeStyle rope_style = RopeStyle::kNeox;
+
+  TensorView q_rope, q_nope, k_rope, k_nope, v;
+  TensorView q_rope_out, q_nope_out;
+  TensorView k_cache_rope, k_cache_nope, v_cache;
+  TensorView cos_sin_cache;
+  TensorView positions;
+  CacheIndex cache_index;
+
+  Scale q_scale, k_scale, v_scale;
+  CheckedMode checked;
+
+  void* stream = nullptr;  // cudaStream_t / hipStream_t; ignored by the host backend
+  // CUDA: launch with programmatic dependent launch (sm_90+), so the kernel's
+  // prologue overlaps the previous kernel in the stream.
+  bool programmatic_dependent_launch = false;
+};
+
+// ---------------------------------------------------------------- backends
+enum class Backend : std::int32_t {
+  kAuto = 0,  // CUDA if compiled and a device is present, else HIP, else host
+  kHost,      // Kokkos DefaultHostExecutionSpace; all pointers are host memory
+  kCuda,      // all pointers are CUDA device memory (or managed)
+  kHip,       // all pointers are HIP device memory
+};
+const char* to_string(Backend backend) noexcept;
+bool backend_compiled(Backend backend) noexcept;
+// Compiled and, for device backends, a device is present.
+bool backend_available(Backend backend) noexcept;
+// kAuto -> the backend it picks; a concrete backend -> itself.
+Backend resolve_backend(Backend backend) noexcept;
+
+// Validate only (a can_implement): runs every host-side rule, launches nothing.
+Result validate(const Arguments& args, Backend backend = Backend::kAuto) noexcept;
+// Validate, then run on the backend (asynchronously on `stream` for devices).
+// Nothing is written when validation fails; nnz == 0 is a successful no-op.
+// Safe inside CUDA graph capture: no allocation, no synchronisation, no host
+// read of device data.
+Result run(const Arguments& args, Backend backend = Backend::kAuto) noexcept;
+
+// ---------------------------------------------------------------- layouts
+// Views of the common layouts. `rotary_dim` R <= head_dim D; the rotary view
+// is the first R elements of each head, the non-rotary view the remaining
+// D - R (absent when D == R).
+
+struct QkvViews {
+  TensorView q_rope, q_nope, k_rope, k_nope, v;
+};
+// Views into one fused QKV projection output [nnz, (Hq + 2*Hk) * D], rows
+// `token_stride` elements apart (0 = packed).
+QkvViews fused_qkv_views(void* qkv, DType dtype, std::int64_t nnz, std::int64_t num_q_heads,
+                         std::int64_t num_kv_heads, std::int64_t head_dim,
+                         std::int64_t rotary_dim, std::int64_t token_stride = 0) noexcept;
+
+struct HeadViews {
+  TensorView rope, nope;
+};
+// Split a contiguous [nnz, H, D] tensor (e.g. the query output) into its
+// rotary and non-rotary views.
+HeadViews split_heads(void* data, DType dtype, std::int64_t nnz, std::int64_t num_heads,
+                      std::int64_t head_dim, std::int64_t rotary_dim) noexcept;
+
+struct KvCacheViews {
+  TensorView k_rope, k_nope, v;
+};
+// NHD: separate K and V buffers, each [P, ps, Hk, D].
+KvCacheViews nhd_kv_cache(void* k_cache, void* v_cache, DType dtype, std::int64_t num_pages,
+                          std::int64_t page_size, std::int64_t num_kv_heads,
+                          std::int64_t head_dim, std::int64_t rotary_dim) noexcept;
+// HND: separate K and V buffers, each [P, Hk, ps, D].
+KvCacheViews hnd_kv_cache(void* k_cache, void* v_cache, DType dtype, std::int64_t num_pages,
+                          std::int64_t page_size, std::int64_t num_kv_heads,
+                          std::int64_t head_dim, std::int64_t rotary_dim) noexcept;
+// Stacked K/V in one buffer: kPageMajor = [P, 2, ps, Hk, D] (FlashInfer's
+// paged layout, vLLM FlashInfer backend), kKvMajor = [2, P, ps, Hk, D]
+// (vLLM's flash-attention backend).
+enum class StackOrder : std::int32_t { kPageMajor = 0, kKvMajor = 1 };
+KvCacheViews stacked_kv_cache(void* cache, StackOrder order, DType dtype,
+                              std::int64_t num_pages, std::int64_t page_size,
+                              std::int64_t num_kv_heads, std::int64_t head_dim,
+                              std::int64_t rotary_dim) noexcept;
+// MLA, vLLM: one buffer [P, ps, latent + rope], each entry [latent | rope].
+KvCacheViews mla_cache_single(void* cache, DType dtype, std::int64_t num_pages,
+                              std::int64_t page_size, std::int64_t latent_dim,
+                              std::int64_t rope_dim) noexcept;
+// MLA, FlashInfer: separate ckv [P, ps, latent] and kpe [P, ps, rope] buffers.
+KvCacheViews mla_cache_split(void* ckv, void* kpe, DType dtype, std::int64_t num_pages,
+                             std::int64_t page_size, std::int64_t latent_dim,
+                             std::int64_t rope_dim) noexcept;
+
+}  // namespace ropekv

@@ -1,0 +1,289 @@
+// Public entry points: names, views, layout helpers, backend selection,
+// validate() and run().
+#include "ropekv/ropekv.hpp"
+
+#include <initializer_list>
+
+#include "backends/backend.hpp"
+#include "detail/lower.hpp"
+
+namespace ropekv {
+
+const char* to_string(DType dtype) noexcept {
+  switch (dtype) {
+    case DType::kInvalid: return "invalid";
+    case DType::kFloat32: return "fp32";
+    case DType::kFloat16: return "fp16";
+    case DType::kBFloat16: return "bf16";
+    case DType::kFloat8E4M3FN: return "e4m3fn";
+    case DType::kFloat8E5M2: return "e5m2";
+    case DType::kFloat8E4M3FNUZ: return "e4m3fnuz";
+    case DType::kInt32: return "int32";
+    case DType::kInt64: return "int64";
+  }
+  return "unknown";
+}
+
+std::size_t size_of(DType dtype) noexcept {
+  switch (dtype) {
+    case DType::kFloat32:
+    case DType::kInt32: return 4;
+    case DType::kFloat16:
+    case DType::kBFloat16: return 2;
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E4M3FNUZ: return 1;
+    case DType::kInt64: return 8;
+    case DType::kInvalid: return 0;
+  }
+  return 0;
+}
+
+const char* to_string(Status status) noexcept {
+  switch (status) {
+    case Status::kSuccess: return "success";
+    case Status::kErrorNullPointer: return "null pointer";
+    case Status::kErrorUnsupportedDType: return "unsupported dtype";
+    case Status::kErrorInvalidRank: return "invalid rank";
+    case Status::kErrorShapeMismatch: return "shape mismatch";
+    case Status::kErrorInvalidRotaryDim: return "invalid rotary dim";
+    case Status::kErrorCosSinMismatch: return "cos/sin table mismatch";
+    case Status::kErrorNonContiguous: return "non-contiguous last dim";
+    case Status::kErrorInvalidStride: return "invalid stride";
+    case Status::kErrorMisaligned: return "misaligned operand";
+    case Status::kErrorInvalidPageSize: return "invalid page size";
+    case Status::kErrorInvalidScale: return "invalid scale";
+    case Status::kErrorOverlap: return "overlapping outputs";
+    case Status::kErrorInvalidArgument: return "invalid argument";
+    case Status::kErrorBackendNotCompiled: return "backend not compiled";
+    case Status::kErrorNoDevice: return "no device";
+    case Status::kErrorLaunchFailed: return "launch failed";
+  }
+  return "unknown status";
+}
+
+const char* to_string(Backend backend) noexcept {
+  switch (backend) {
+    case Backend::kAuto: return "auto";
+    case Backend::kHost: return "host";
+    case Backend::kCuda: return "cuda";
+    case Backend::kHip: return "hip";
+  }
+  return "unknown";
+}
+
+// ------------------------------------------------------------------ views
+std::int64_t TensorView::numel() const noexcept {
+  if (rank <= 0) return 0;
+  std::int64_t n = 1;
+  for (int k = 0; k < rank; ++k) n *= extent[k];
+  return n;
+}
+
+TensorView make_strided(void* data, DType dtype, std::int32_t rank, const std::int64_t* extents,
+                        const std::int64_t* strides) noexcept {
+  TensorView v;
+  v.data = data;
+  v.dtype = dtype;
+  v.rank = rank < 0 ? 0 : (rank > 4 ? 4 : rank);
+  for (int k = 0; k < v.rank; ++k) {
+    v.extent[k] = extents[k];
+    v.stride[k] = strides[k];
+  }
+  return v;
+}
+
+TensorView make_contiguous(void* data, DType dtype, std::int32_t rank,
+                           const std::int64_t* extents) noexcept {
+  std::int64_t strides[4] = {1, 1, 1, 1};
+  const int r = rank < 0 ? 0 : (rank > 4 ? 4 : rank);
+  for (int k = r - 2; k >= 0; --k) strides[k] = strides[k + 1] * extents[k + 1];
+  return make_strided(data, dtype, r, extents, strides);
+}
+
+TensorView make_vector(void* data, DType dtype, std::int64_t n) noexcept {
+  return make_contiguous(data, dtype, 1, &n);
+}
+
+// ------------------------------------------------------------------ layouts
+namespace {
+
+void* offset_elems(void* base, DType dtype, std::int64_t elems) {
+  return base == nullptr ? nullptr
+                         : static_cast<char*>(base) + elems * std::int64_t(size_of(dtype));
+}
+
+// A [d0, d1, d2, len] view at `base + offset` elements with the given outer
+// strides; absent when len == 0.
+TensorView view4(void* base, DType dtype, std::int64_t offset, const std::int64_t (&ext)[3],
+                 const std::int64_t (&str)[3], std::int64_t len) {
+  if (len == 0) return TensorView{};
+  const std::int64_t e[4] = {ext[0], ext[1], ext[2], len};
+  const std::int64_t s[4] = {str[0], str[1], str[2], 1};
+  return make_strided(offset_elems(base, dtype, offset), dtype, 4, e, s);
+}
+
+TensorView view3(void* base, DType dtype, std::int64_t offset, std::int64_t nnz,
+                 std::int64_t heads, std::int64_t len, std::int64_t token_stride,
+                 std::int64_t head_stride) {
+  if (len == 0) return TensorView{};
+  const std::int64_t e[3] = {nnz, heads, len};
+  const std::int64_t s[3] = {token_stride, head_stride, 1};
+  return make_strided(offset_elems(base, dtype, offset), dtype, 3, e, s);
+}
+
+// K (rotary + non-rotary) and V views of one cache layout given its strides.
+KvCacheViews kv_views(void* k_base, void* v_base, DType dtype, const std::int64_t (&ext)[3],
+                      const std::int64_t (&str)[3], std::int64_t head_dim,
+                      std::int64_t rotary_dim) {
+  KvCacheViews c;
+  c.k_rope = view4(k_base, dtype, 0, ext, str, rotary_dim);
+  c.k_nope = view4(k_base, dtype, rotary_dim, ext, str, head_dim - rotary_dim);
+  c.v = view4(v_base, dtype, 0, ext, str, head_dim);
+  return c;
+}
+
+}  // namespace
+
+QkvViews fused_qkv_views(void* qkv, DType dtype, std::int64_t nnz, std::int64_t num_q_heads,
+                         std::int64_t num_kv_heads, std::int64_t head_dim,
+                         std::int64_t rotary_dim, std::int64_t token_stride) noexcept {
+  const std::int64_t ts =
+      token_stride > 0 ? token_stride : (num_q_heads + 2 * num_kv_heads) * head_dim;
+  const std::int64_t k_off = num_q_heads * head_dim;
+  const std::int64_t v_off = k_off + num_kv_heads * head_dim;
+  const std::int64_t n = head_dim - rotary_dim;
+  QkvViews q;
+  q.q_rope = view3(qkv, dtype, 0, nnz, num_q_heads, rotary_dim, ts, head_dim);
+  q.q_nope = view3(qkv, dtype, rotary_dim, nnz, num_q_heads, n, ts, head_dim);
+  q.k_rope = view3(qkv, dtype, k_off, nnz, num_kv_heads, rotary_dim, ts, head_dim);
+  q.k_nope = view3(qkv, dtype, k_off + rotary_dim, nnz, num_kv_heads, n, ts, head_dim);
+  q.v = view3(qkv, dtype, v_off, nnz, num_kv_heads, head_dim, ts, head_dim);
+  return q;
+}
+
+HeadViews split_heads(void* data, DType dtype, std::int64_t nnz, std::int64_t num_heads,
+                      std::int64_t head_dim, std::int64_t rotary_dim) noexcept {
+  HeadViews h;
+  const std::int64_t ts = num_heads * head_dim;
+  h.rope = view3(data, dtype, 0, nnz, num_heads, rotary_dim, ts, head_dim);
+  h.nope = view3(data, dtype, rotary_dim, nnz, num_heads, head_dim - rotary_dim, ts, head_dim);
+  return h;
+}
+
+KvCacheViews nhd_kv_cache(void* k_cache, void* v_cache, DType dtype, std::int64_t num_pages,
+                          std::int64_t page_size, std::int64_t num_kv_heads,
+                          std::int64_t head_dim, std::int64_t rotary_dim) noexcept {
+  const std::int64_t ext[3] = {num_pages, page_size, num_kv_heads};
+  const std::int64_t str[3] = {page_size * num_kv_heads * head_dim, num_kv_heads * head_dim,
+                               head_dim};
+  return kv_views(k_cache, v_cache, dtype, ext, str, head_dim, rotary_dim);
+}
+
+KvCacheViews hnd_kv_cache(void* k_cache, void* v_cache, DType dtype, std::int64_t num_pages,
+                          std::int64_t page_size, std::int64_t num_kv_heads,
+                          std::int64_t head_dim, std::int64_t rotary_dim) noexcept {
+  const std::int64_t ext[3] = {num_pages, page_size, num_kv_heads};
+  const std::int64_t str[3] = {page_size * num_kv_heads * head_dim, head_dim,
+                               page_size * head_dim};
+  return kv_views(k_cache, v_cache, dtype, ext, str, head_dim, rotary_dim);
+}
+
+KvCacheViews stacked_kv_cache(void* cache, StackOrder order, DType dtype, std::int64_t num_pages,
+                              std::int64_t page_size, std::int64_t num_kv_heads,
+                              std::int64_t head_dim, std::int64_t rotary_dim) noexcept {
+  const std::int64_t block = page_size * num_kv_heads * head_dim;  // one page of K (or V)
+  const bool page_major = order == StackOrder::kPageMajor;
+  const std::int64_t ext[3] = {num_pages, page_size, num_kv_heads};
+  const std::int64_t str[3] = {page_major ? 2 * block : block, num_kv_heads * head_dim,
+                               head_dim};
+  const std::int64_t v_offset = page_major ? block : num_pages * block;
+  return kv_views(cache, offset_elems(cache, dtype, v_offset), dtype, ext, str, head_dim,
+                  rotary_dim);
+}
+
+KvCacheViews mla_cache_single(void* cache, DType dtype, std::int64_t num_pages,
+                              std::int64_t page_size, std::int64_t latent_dim,
+                              std::int64_t rope_dim) noexcept {
+  const std::int64_t entry = latent_dim + rope_dim;
+  const std::int64_t ext[3] = {num_pages, page_size, 1};
+  const std::int64_t str[3] = {page_size * entry, entry, entry};
+  KvCacheViews c;
+  c.k_nope = view4(cache, dtype, 0, ext, str, latent_dim);
+  c.k_rope = view4(cache, dtype, latent_dim, ext, str, rope_dim);
+  return c;
+}
+
+KvCacheViews mla_cache_split(void* ckv, void* kpe, DType dtype, std::int64_t num_pages,
+                             std::int64_t page_size, std::int64_t latent_dim,
+                             std::int64_t rope_dim) noexcept {
+  const std::int64_t ext[3] = {num_pages, page_size, 1};
+  const std::int64_t ckv_str[3] = {page_size * latent_dim, latent_dim, latent_dim};
+  const std::int64_t kpe_str[3] = {page_size * rope_dim, rope_dim, rope_dim};
+  KvCacheViews c;
+  c.k_nope = view4(ckv, dtype, 0, ext, ckv_str, latent_dim);
+  c.k_rope = view4(kpe, dtype, 0, ext, kpe_str, rope_dim);
+  return c;
+}
+
+// ------------------------------------------------------------------ backends
+bool backend_compiled(Backend backend) noexcept {
+  return detail::find_backend(backend) != nullptr;
+}
+
+bool backend_available(Backend backend) noexcept {
+  const detail::BackendOps* ops = detail::find_backend(backend);
+  return ops != nullptr && ops->available();
+}
+
+Backend resolve_backend(Backend backend) noexcept {
+  if (backend != Backend::kAuto) return backend;
+  for (Backend b : {Backend::kCuda, Backend::kHip, Backend::kHost}) {
+    if (backend_available(b)) return b;
+  }
+  return Backend::kHost;
+}
+
+namespace {
+
+Result select(Backend requested, const detail::BackendOps** ops) {
+  if (requested != Backend::kAuto && requested != Backend::kHost &&
+      requested != Backend::kCuda && requested != Backend::kHip)
+    return detail::make_result(Status::kErrorInvalidArgument,
+                               "backend must be kAuto, kHost, kCuda or kHip, got %d",
+                               static_cast<int>(requested));
+  const Backend b = resolve_backend(requested);
+  *ops = detail::find_backend(b);
+  if (*ops == nullptr)
+    return detail::make_result(Status::kErrorBackendNotCompiled,
+                               "backend %s is not compiled into this build of ropekv "
+                               "(configure with ROPEKV_ENABLE_%s=ON)",
+                               to_string(b),
+                               b == Backend::kHost ? "KOKKOS" : (b == Backend::kCuda ? "CUDA" : "HIP"));
+  if (!(*ops)->available())
+    return detail::make_result(Status::kErrorNoDevice, "backend %s has no device",
+                               to_string(b));
+  return Result{};
+}
+
+}  // namespace
+
+Result validate(const Arguments& args, Backend backend) noexcept {
+  const detail::BackendOps* ops = nullptr;
+  Result r = select(backend, &ops);
+  if (!r.ok()) return r;
+  detail::LaunchParams p;
+  return detail::lower(args, &p);
+}
+
+Result run(const Arguments& args, Backend backend) noexcept {
+  const detail::BackendOps* ops = nullptr;
+  Result r = select(backend, &ops);
+  if (!r.ok()) return r;
+  detail::LaunchParams p;
+  r = detail::lower(args, &p);
+  if (!r.ok() || p.nnz == 0) return r;
+  return ops->launch(p);
+}
+
+}  // namespace ropekv

@@ -1,0 +1,522 @@
+// Host-side validation and lowering of Arguments to LaunchParams.
+//
+// Every rule returns a distinct Status with a message naming the argument and
+// the rule. Rules run in a fixed order; the first failure is reported.
+#include <utility>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "detail/lower.hpp"
+
+namespace ropekv {
+namespace detail {
+
+Result make_result(Status status, const char* fmt, ...) noexcept {
+  Result r;
+  r.status = status;
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(r.message, sizeof(r.message), fmt, ap);
+  va_end(ap);
+  return r;
+}
+
+namespace {
+
+bool is_input_dtype(DType d) {
+  return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16;
+}
+bool is_output_dtype(DType d) {
+  return is_input_dtype(d) || d == DType::kFloat8E4M3FN || d == DType::kFloat8E5M2 ||
+         d == DType::kFloat8E4M3FNUZ;
+}
+bool is_index_dtype(DType d) { return d == DType::kInt32 || d == DType::kInt64; }
+
+// A named view under validation.
+struct Named {
+  const TensorView* view;
+  const char* name;
+};
+
+// Byte span [lo, hi) of the elements a view covers (empty views: lo == hi).
+struct Span {
+  std::uintptr_t lo = 0, hi = 0;
+};
+Span span_of(const TensorView& v) {
+  Span s;
+  if (!v.present() || v.numel() == 0 || v.data == nullptr) return s;
+  std::int64_t last = 0;
+  for (int k = 0; k < v.rank; ++k) last += (v.extent[k] - 1) * v.stride[k];
+  const std::uintptr_t es = size_of(v.dtype);
+  s.lo = reinterpret_cast<std::uintptr_t>(v.data);
+  s.hi = s.lo + std::uintptr_t(last + 1) * es;
+  return s;
+}
+
+// Extent of the region covered by the dims of `v` whose stride is below
+// `period` (in bytes), plus the contiguous last dim; -1 when a dim with a
+// stride >= period is not a multiple of it.
+std::int64_t inner_span_bytes(const TensorView& v, std::int64_t period) {
+  const std::int64_t es = std::int64_t(size_of(v.dtype));
+  std::int64_t span = v.extent[v.rank - 1] * es;
+  for (int k = 0; k < v.rank - 1; ++k) {
+    if (v.extent[k] <= 1) continue;
+    const std::int64_t sb = v.stride[k] * es;
+    if (sb >= period) {
+      if (sb % period != 0) return -1;
+    } else {
+      span += (v.extent[k] - 1) * sb;
+    }
+  }
+  return span;
+}
+
+// Sufficient test that two views share no element: their byte spans are
+// disjoint, or for some period T (one of their outer strides) both are a
+// union of translates by multiples of T of one segment each, and the two
+// segments are disjoint modulo T. This proves NHD/HND rotary vs non-rotary
+// views, stacked K/V caches and MLA [latent | rope] entries disjoint.
+bool provably_disjoint(const TensorView& a, const TensorView& b) {
+  const Span sa = span_of(a), sb = span_of(b);
+  if (sa.lo == sa.hi || sb.lo == sb.hi) return true;
+  if (sa.hi <= sb.lo || sb.hi <= sa.lo) return true;
+  const TensorView* views[2] = {&a, &b};
+  for (const TensorView* src : views) {
+    for (int k = 0; k < src->rank - 1; ++k) {
+      if (src->extent[k] <= 1 || src->stride[k] <= 0) continue;
+      const std::int64_t period = src->stride[k] * std::int64_t(size_of(src->dtype));
+      const std::int64_t ia = inner_span_bytes(a, period);
+      const std::int64_t ib = inner_span_bytes(b, period);
+      if (ia < 0 || ib < 0 || ia + ib > period) continue;
+      const std::int64_t delta = std::int64_t(sb.lo) - std::int64_t(sa.lo);
+      const std::int64_t d = ((delta % period) + period) % period;  // b's segment start mod T
+      if (d >= ia && d + ib <= period) return true;
+    }
+  }
+  return false;
+}
+
+// A view does not overlap itself: with dims sorted by stride, every stride is
+// at least the span of the dims inside it.
+bool self_disjoint(const TensorView& v) {
+  if (!v.present() || v.numel() <= 1) return true;
+  int order[4] = {0, 1, 2, 3};
+  for (int i = 1; i < v.rank; ++i)  // insertion sort of at most 4 dims by stride
+    for (int j = i; j > 0 && v.stride[order[j]] < v.stride[order[j - 1]]; --j)
+      std::swap(order[j], order[j - 1]);
+  std::int64_t span = 1;  // elements covered by the dims so far
+  for (int i = 0; i < v.rank; ++i) {
+    const int k = order[i];
+    if (v.extent[k] <= 1) continue;
+    if (v.stride[k] < span) return false;
+    span = v.stride[k] * (v.extent[k] - 1) + span;
+  }
+  return true;
+}
+
+class Validator {
+ public:
+  explicit Validator(const Arguments& a) : a_(a) {}
+
+  Result run(LaunchParams* out);
+
+ private:
+  // Checks that `v` has `rank` dims, a supported dtype, non-negative extents
+  // and strides, a contiguous last dim, aligned non-null data.
+  Result check_view(const TensorView& v, const char* name, int rank) const;
+  Result check_extent(const TensorView& v, const char* name, int dim, std::int64_t want,
+                      const char* what) const;
+  Result check_scale(const Scale& s, const char* name) const;
+  Result check_overlaps() const;
+
+  const Arguments& a_;
+};
+
+Result Validator::check_view(const TensorView& v, const char* name, int rank) const {
+  if (v.rank != rank)
+    return make_result(Status::kErrorInvalidRank, "%s must have rank %d, got %d", name, rank,
+                       v.rank);
+  for (int k = 0; k < rank; ++k) {
+    if (v.extent[k] < 0)
+      return make_result(Status::kErrorShapeMismatch, "%s.extent[%d] must be >= 0, got %lld",
+                         name, k, static_cast<long long>(v.extent[k]));
+    if (v.stride[k] < 0)
+      return make_result(Status::kErrorInvalidStride, "%s.stride[%d] must be >= 0, got %lld",
+                         name, k, static_cast<long long>(v.stride[k]));
+  }
+  if (v.extent[rank - 1] > 1 && v.stride[rank - 1] != 1)
+    return make_result(Status::kErrorNonContiguous,
+                       "%s.stride[%d] must be 1 (contiguous last dim), got %lld", name, rank - 1,
+                       static_cast<long long>(v.stride[rank - 1]));
+  if (v.numel() > 0) {
+    if (v.data == nullptr)
+      return make_result(Status::kErrorNullPointer, "%s.data must not be null", name);
+    const std::size_t es = size_of(v.dtype);
+    if (es == 0)
+      return make_result(Status::kErrorUnsupportedDType, "%s.dtype must be set, got %s", name,
+                         to_string(v.dtype));
+    if (reinterpret_cast<std::uintptr_t>(v.data) % es != 0)
+      return make_result(Status::kErrorMisaligned,
+                         "%s.data must be aligned to its element size (%zu bytes)", name, es);
+  }
+  return Result{};
+}
+
+Result Validator::check_extent(const TensorView& v, const char* name, int dim, std::int64_t want,
+                               const char* what) const {
+  if (v.extent[dim] != want)
+    return make_result(Status::kErrorShapeMismatch, "%s.extent[%d] must equal %s (%lld), got %lld",
+                       name, dim, what, static_cast<long long>(want),
+                       static_cast<long long>(v.extent[dim]));
+  return Result{};
+}
+
+Result Validator::check_scale(const Scale& s, const char* name) const {
+  if (s.device != nullptr) {
+    if (reinterpret_cast<std::uintptr_t>(s.device) % alignof(float) != 0)
+      return make_result(Status::kErrorMisaligned, "%s.device must be 4-byte aligned", name);
+    return Result{};
+  }
+  if (!(std::isfinite(s.value) && s.value > 0.f))
+    return make_result(Status::kErrorInvalidScale, "%s must be positive and finite, got %g", name,
+                       static_cast<double>(s.value));
+  return Result{};
+}
+
+Result Validator::check_overlaps() const {
+  const CacheIndex& ci = a_.cache_index;
+  const Named outputs[] = {{&a_.q_rope_out, "q_rope_out"},
+                           {&a_.q_nope_out, "q_nope_out"},
+                           {&a_.k_cache_rope, "k_cache_rope"},
+                           {&a_.k_cache_nope, "k_cache_nope"},
+                           {&a_.v_cache, "v_cache"}};
+  const Named inputs[] = {{&a_.q_rope, "q_rope"},
+                          {&a_.q_nope, "q_nope"},
+                          {&a_.k_rope, "k_rope"},
+                          {&a_.k_nope, "k_nope"},
+                          {&a_.v, "v"},
+                          {&a_.cos_sin_cache, "cos_sin_cache"},
+                          {&a_.positions, "positions"},
+                          {&ci.slot_mapping, "cache_index.slot_mapping"},
+                          {&ci.kv_indices, "cache_index.kv_indices"},
+                          {&ci.kv_indptr, "cache_index.kv_indptr"},
+                          {&ci.batch_indices, "cache_index.batch_indices"},
+                          {&ci.kv_positions, "cache_index.kv_positions"}};
+  for (const Named& o : outputs) {
+    if (!self_disjoint(*o.view))
+      return make_result(Status::kErrorOverlap,
+                         "%s must not overlap itself (distinct indices must address distinct "
+                         "elements)",
+                         o.name);
+  }
+  for (std::size_t i = 0; i < 5; ++i) {
+    for (std::size_t j = i + 1; j < 5; ++j) {
+      if (!provably_disjoint(*outputs[i].view, *outputs[j].view))
+        return make_result(Status::kErrorOverlap, "%s and %s must not overlap", outputs[i].name,
+                           outputs[j].name);
+    }
+    for (const Named& in : inputs) {
+      if (!provably_disjoint(*outputs[i].view, *in.view))
+        return make_result(Status::kErrorOverlap, "output %s must not overlap input %s",
+                           outputs[i].name, in.name);
+    }
+  }
+  return Result{};
+}
+
+#define ROPEKV_TRY(expr)          \
+  do {                            \
+    Result r_ = (expr);           \
+    if (!r_.ok()) return r_;      \
+  } while (0)
+
+Result Validator::run(LaunchParams* out) {
+  const Arguments& a = a_;
+  const CacheIndex& ci = a.cache_index;
+  // ---- enums
+  if (a.kind != AttentionKind::kGqa && a.kind != AttentionKind::kMla)
+    return make_result(Status::kErrorInvalidArgument, "kind must be kGqa or kMla, got %d",
+                       static_cast<int>(a.kind));
+  if (a.rope_style != RopeStyle::kNeox && a.rope_style != RopeStyle::kInterleaved)
+    return make_result(Status::kErrorInvalidArgument,
+                       "rope_style must be kNeox or kInterleaved, got %d",
+                       static_cast<int>(a.rope_style));
+  if (ci.form != Addressing::kSlotMapping && ci.form != Addressing::kPageTable)
+    return make_result(Status::kErrorInvalidArgument,
+                       "cache_index.form must be kSlotMapping or kPageTable, got %d",
+                       static_cast<int>(ci.form));
+  const bool mla = a.kind == AttentionKind::kMla;
+
+  // ---- ranks, strides, contiguity, null data, alignment
+  ROPEKV_TRY(check_view(a.q_rope, "q_rope", 3));
+  ROPEKV_TRY(check_view(a.k_rope, "k_rope", 3));
+  ROPEKV_TRY(check_view(a.q_rope_out, "q_rope_out", 3));
+  ROPEKV_TRY(check_view(a.k_cache_rope, "k_cache_rope", 4));
+  ROPEKV_TRY(check_view(a.cos_sin_cache, "cos_sin_cache", 2));
+  ROPEKV_TRY(check_view(a.positions, "positions", 1));
+  const bool has_nope = a.q_nope.present() || a.k_nope.present() || a.q_nope_out.present() ||
+                        a.k_cache_nope.present();
+  if (has_nope) {
+    ROPEKV_TRY(check_view(a.q_nope, "q_nope", 3));
+    ROPEKV_TRY(check_view(a.k_nope, "k_nope", 3));
+    ROPEKV_TRY(check_view(a.q_nope_out, "q_nope_out", 3));
+    ROPEKV_TRY(check_view(a.k_cache_nope, "k_cache_nope", 4));
+  }
+  if (mla) {
+    if (a.v.present() || a.v_cache.present())
+      return make_result(Status::kErrorInvalidArgument,
+                         "v and v_cache must be absent (rank 0) for kind kMla");
+  } else {
+    ROPEKV_TRY(check_view(a.v, "v", 3));
+    ROPEKV_TRY(check_view(a.v_cache, "v_cache", 4));
+  }
+  if (ci.form == Addressing::kSlotMapping) {
+    ROPEKV_TRY(check_view(ci.slot_mapping, "cache_index.slot_mapping", 1));
+  } else {
+    ROPEKV_TRY(check_view(ci.kv_indices, "cache_index.kv_indices", 1));
+    ROPEKV_TRY(check_view(ci.kv_indptr, "cache_index.kv_indptr", 1));
+    ROPEKV_TRY(check_view(ci.batch_indices, "cache_index.batch_indices", 1));
+    ROPEKV_TRY(check_view(ci.kv_positions, "cache_index.kv_positions", 1));
+  }
+
+  // ---- dtypes
+  const DType in = a.q_rope.dtype;
+  if (!is_input_dtype(in))
+    return make_result(Status::kErrorUnsupportedDType,
+                       "q_rope.dtype must be bf16, fp16 or fp32, got %s", to_string(in));
+  const Named same_in[] = {{&a.k_rope, "k_rope"}, {&a.q_nope, "q_nope"}, {&a.k_nope, "k_nope"},
+                           {&a.v, "v"}};
+  for (const Named& n : same_in) {
+    if (n.view->present() && n.view->dtype != in)
+      return make_result(Status::kErrorUnsupportedDType,
+                         "%s.dtype must equal q_rope.dtype (%s), got %s", n.name, to_string(in),
+                         to_string(n.view->dtype));
+  }
+  const DType qo = a.q_rope_out.dtype;
+  if (!is_output_dtype(qo))
+    return make_result(Status::kErrorUnsupportedDType,
+                       "q_rope_out.dtype must be e4m3fn, e5m2, e4m3fnuz, bf16, fp16 or fp32, got %s",
+                       to_string(qo));
+  if (a.q_nope_out.present() && a.q_nope_out.dtype != qo)
+    return make_result(Status::kErrorUnsupportedDType,
+                       "q_nope_out.dtype must equal q_rope_out.dtype (%s), got %s", to_string(qo),
+                       to_string(a.q_nope_out.dtype));
+  const DType cd = a.k_cache_rope.dtype;
+  if (!is_output_dtype(cd))
+    return make_result(
+        Status::kErrorUnsupportedDType,
+        "k_cache_rope.dtype must be e4m3fn, e5m2, e4m3fnuz, bf16, fp16 or fp32, got %s",
+        to_string(cd));
+  const Named same_cache[] = {{&a.k_cache_nope, "k_cache_nope"}, {&a.v_cache, "v_cache"}};
+  for (const Named& n : same_cache) {
+    if (n.view->present() && n.view->dtype != cd)
+      return make_result(Status::kErrorUnsupportedDType,
+                         "%s.dtype must equal k_cache_rope.dtype (%s), got %s", n.name,
+                         to_string(cd), to_string(n.view->dtype));
+  }
+  const DType cs = a.cos_sin_cache.dtype;
+  if (cs != DType::kFloat32 && cs != in)
+    return make_result(Status::kErrorUnsupportedDType,
+                       "cos_sin_cache.dtype must be fp32 or the input dtype (%s), got %s",
+                       to_string(in), to_string(cs));
+  const Named index_views[] = {{&a.positions, "positions"},
+                               {&ci.slot_mapping, "cache_index.slot_mapping"},
+                               {&ci.kv_indices, "cache_index.kv_indices"},
+                               {&ci.kv_indptr, "cache_index.kv_indptr"},
+                               {&ci.batch_indices, "cache_index.batch_indices"},
+                               {&ci.kv_positions, "cache_index.kv_positions"}};
+  for (const Named& n : index_views) {
+    if (n.view->present() && !is_index_dtype(n.view->dtype))
+      return make_result(Status::kErrorUnsupportedDType, "%s.dtype must be int32 or int64, got %s",
+                         n.name, to_string(n.view->dtype));
+  }
+
+  // ---- extents
+  const std::int64_t nnz = a.q_rope.extent[0];
+  const std::int64_t hq = a.q_rope.extent[1];
+  const std::int64_t rdim = a.q_rope.extent[2];
+  const std::int64_t hk = a.k_rope.extent[1];
+  if (rdim <= 0 || rdim % 2 != 0)
+    return make_result(Status::kErrorInvalidRotaryDim,
+                       "rotary dim R (q_rope.extent[2]) must be even and > 0, got %lld",
+                       static_cast<long long>(rdim));
+  if (a.cos_sin_cache.extent[1] != rdim)
+    return make_result(Status::kErrorCosSinMismatch,
+                       "cos_sin_cache.extent[1] must equal the rotary dim R (%lld), got %lld",
+                       static_cast<long long>(rdim),
+                       static_cast<long long>(a.cos_sin_cache.extent[1]));
+  if (a.cos_sin_cache.extent[0] <= 0)
+    return make_result(Status::kErrorCosSinMismatch,
+                       "cos_sin_cache.extent[0] (max_pos) must be > 0, got %lld",
+                       static_cast<long long>(a.cos_sin_cache.extent[0]));
+  if (hq <= 0)
+    return make_result(Status::kErrorShapeMismatch, "q_rope.extent[1] (Hq) must be > 0, got %lld",
+                       static_cast<long long>(hq));
+  if (hk <= 0)
+    return make_result(Status::kErrorShapeMismatch, "k_rope.extent[1] (Hk) must be > 0, got %lld",
+                       static_cast<long long>(hk));
+  if (mla && hk != 1)
+    return make_result(Status::kErrorShapeMismatch,
+                       "k_rope.extent[1] (Hk) must be 1 for kind kMla, got %lld",
+                       static_cast<long long>(hk));
+  ROPEKV_TRY(check_extent(a.k_rope, "k_rope", 0, nnz, "nnz"));
+  ROPEKV_TRY(check_extent(a.k_rope, "k_rope", 2, rdim, "R"));
+  ROPEKV_TRY(check_extent(a.q_rope_out, "q_rope_out", 0, nnz, "nnz"));
+  ROPEKV_TRY(check_extent(a.q_rope_out, "q_rope_out", 1, hq, "Hq"));
+  ROPEKV_TRY(check_extent(a.q_rope_out, "q_rope_out", 2, rdim, "R"));
+  ROPEKV_TRY(check_extent(a.positions, "positions", 0, nnz, "nnz"));
+  const std::int64_t num_pages = a.k_cache_rope.extent[0];
+  const std::int64_t page_size = a.k_cache_rope.extent[1];
+  if (page_size <= 0)
+    return make_result(Status::kErrorInvalidPageSize,
+                       "page_size (k_cache_rope.extent[1]) must be > 0, got %lld",
+                       static_cast<long long>(page_size));
+  if (num_pages <= 0)
+    return make_result(Status::kErrorShapeMismatch,
+                       "num_pages (k_cache_rope.extent[0]) must be > 0, got %lld",
+                       static_cast<long long>(num_pages));
+  ROPEKV_TRY(check_extent(a.k_cache_rope, "k_cache_rope", 2, hk, "Hk"));
+  ROPEKV_TRY(check_extent(a.k_cache_rope, "k_cache_rope", 3, rdim, "R"));
+  std::int64_t ndim = 0;
+  if (has_nope) {
+    ndim = a.q_nope.extent[2];
+    ROPEKV_TRY(check_extent(a.q_nope, "q_nope", 0, nnz, "nnz"));
+    ROPEKV_TRY(check_extent(a.q_nope, "q_nope", 1, hq, "Hq"));
+    ROPEKV_TRY(check_extent(a.k_nope, "k_nope", 0, nnz, "nnz"));
+    ROPEKV_TRY(check_extent(a.k_nope, "k_nope", 1, hk, "Hk"));
+    ROPEKV_TRY(check_extent(a.k_nope, "k_nope", 2, ndim, "N (q_nope.extent[2])"));
+    ROPEKV_TRY(check_extent(a.q_nope_out, "q_nope_out", 0, nnz, "nnz"));
+    ROPEKV_TRY(check_extent(a.q_nope_out, "q_nope_out", 1, hq, "Hq"));
+    ROPEKV_TRY(check_extent(a.q_nope_out, "q_nope_out", 2, ndim, "N (q_nope.extent[2])"));
+    ROPEKV_TRY(check_extent(a.k_cache_nope, "k_cache_nope", 0, num_pages, "num_pages"));
+    ROPEKV_TRY(check_extent(a.k_cache_nope, "k_cache_nope", 1, page_size, "page_size"));
+    ROPEKV_TRY(check_extent(a.k_cache_nope, "k_cache_nope", 2, hk, "Hk"));
+    ROPEKV_TRY(check_extent(a.k_cache_nope, "k_cache_nope", 3, ndim, "N (q_nope.extent[2])"));
+  }
+  std::int64_t vdim = 0;
+  if (!mla) {
+    vdim = a.v.extent[2];
+    ROPEKV_TRY(check_extent(a.v, "v", 0, nnz, "nnz"));
+    ROPEKV_TRY(check_extent(a.v, "v", 1, hk, "Hk"));
+    if (vdim <= 0)
+      return make_result(Status::kErrorShapeMismatch, "v.extent[2] (Dv) must be > 0, got %lld",
+                         static_cast<long long>(vdim));
+    ROPEKV_TRY(check_extent(a.v_cache, "v_cache", 0, num_pages, "num_pages"));
+    ROPEKV_TRY(check_extent(a.v_cache, "v_cache", 1, page_size, "page_size"));
+    ROPEKV_TRY(check_extent(a.v_cache, "v_cache", 2, hk, "Hk"));
+    ROPEKV_TRY(check_extent(a.v_cache, "v_cache", 3, vdim, "Dv (v.extent[2])"));
+  }
+  std::int64_t batch = 0;
+  if (ci.form == Addressing::kSlotMapping) {
+    ROPEKV_TRY(check_extent(ci.slot_mapping, "cache_index.slot_mapping", 0, nnz, "nnz"));
+  } else {
+    ROPEKV_TRY(check_extent(ci.batch_indices, "cache_index.batch_indices", 0, nnz, "nnz"));
+    ROPEKV_TRY(check_extent(ci.kv_positions, "cache_index.kv_positions", 0, nnz, "nnz"));
+    if (ci.kv_indptr.extent[0] < 1)
+      return make_result(Status::kErrorShapeMismatch,
+                         "cache_index.kv_indptr.extent[0] must be batch + 1 >= 1, got %lld",
+                         static_cast<long long>(ci.kv_indptr.extent[0]));
+    batch = ci.kv_indptr.extent[0] - 1;
+  }
+
+  // ---- scales and checked mode
+  ROPEKV_TRY(check_scale(a.q_scale, "q_scale"));
+  ROPEKV_TRY(check_scale(a.k_scale, "k_scale"));
+  if (!mla) ROPEKV_TRY(check_scale(a.v_scale, "v_scale"));
+  if (a.checked.skipped_tokens != nullptr &&
+      reinterpret_cast<std::uintptr_t>(a.checked.skipped_tokens) % 8 != 0)
+    return make_result(Status::kErrorMisaligned, "checked.skipped_tokens must be 8-byte aligned");
+
+  // ---- overlapping outputs
+  ROPEKV_TRY(check_overlaps());
+
+  // ---- lower
+  LaunchParams p;
+  p.nnz = nnz;
+  p.num_q_heads = hq;
+  p.num_kv_heads = hk;
+  p.rotary_dim = rdim;
+  p.nope_dim = ndim;
+  p.v_dim = vdim;
+  p.max_pos = a.cos_sin_cache.extent[0];
+  p.page_size = page_size;
+  p.num_pages = num_pages;
+  p.kind = a.kind;
+  p.style = a.rope_style;
+  p.in_dtype = in;
+  p.q_out_dtype = qo;
+  p.cache_dtype = cd;
+  p.cos_dtype = cs;
+  auto head = [](const TensorView& v) {
+    HeadTensor h;
+    if (v.present() && v.numel() > 0) {
+      h.data = static_cast<char*>(v.data);
+      h.token_stride = v.stride[0];
+      h.head_stride = v.stride[1];
+    }
+    return h;
+  };
+  auto cache = [](const TensorView& v) {
+    CacheTensor c;
+    if (v.present() && v.numel() > 0) {
+      c.data = static_cast<char*>(v.data);
+      for (int k = 0; k < 3; ++k) c.stride[k] = v.stride[k];
+    }
+    return c;
+  };
+  p.q_rope = head(a.q_rope);
+  p.q_nope = head(a.q_nope);
+  p.k_rope = head(a.k_rope);
+  p.k_nope = head(a.k_nope);
+  p.v = head(a.v);
+  p.q_rope_out = head(a.q_rope_out);
+  p.q_nope_out = head(a.q_nope_out);
+  p.k_cache_rope = cache(a.k_cache_rope);
+  p.k_cache_nope = cache(a.k_cache_nope);
+  p.v_cache = cache(a.v_cache);
+  p.cos_sin = static_cast<const char*>(a.cos_sin_cache.data);
+  p.cos_row_stride = a.cos_sin_cache.stride[0];
+  p.positions = a.positions.data;
+  p.positions_i64 = a.positions.dtype == DType::kInt64;
+  p.addressing = ci.form;
+  if (ci.form == Addressing::kSlotMapping) {
+    p.slot_mapping = ci.slot_mapping.data;
+    p.slot_i64 = ci.slot_mapping.dtype == DType::kInt64;
+  } else {
+    p.kv_indices = ci.kv_indices.data;
+    p.kv_indptr = ci.kv_indptr.data;
+    p.batch_indices = ci.batch_indices.data;
+    p.kv_positions = ci.kv_positions.data;
+    p.kv_indices_i64 = ci.kv_indices.dtype == DType::kInt64;
+    p.kv_indptr_i64 = ci.kv_indptr.dtype == DType::kInt64;
+    p.batch_i64 = ci.batch_indices.dtype == DType::kInt64;
+    p.kv_positions_i64 = ci.kv_positions.dtype == DType::kInt64;
+    p.batch_size = batch;
+    p.num_kv_indices = ci.kv_indices.extent[0];
+  }
+  p.q_scale = a.q_scale.value;
+  p.k_scale = a.k_scale.value;
+  p.v_scale = a.v_scale.value;
+  p.q_scale_ptr = a.q_scale.device;
+  p.k_scale_ptr = a.k_scale.device;
+  p.v_scale_ptr = a.v_scale.device;
+  p.checked = a.checked.enabled;
+  p.skipped_tokens = a.checked.skipped_tokens;
+  p.stream = a.stream;
+  p.pdl = a.programmatic_dependent_launch;
+  *out = p;
+  return Result{};
+}
+
+#undef ROPEKV_TRY
+
+}  // namespace
+
+Result lower(const Arguments& args, LaunchParams* out) noexcept {
+  Validator v(args);
+  return v.run(out);
+}
+
+}  // namespace detail
+}  // namespace ropekv
