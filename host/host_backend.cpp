@@ -87,11 +87,11 @@ RowFns select_rows(const LaunchParams& p) {
   return fns;
 }
 
-char* elem(char* base, DType dtype, std::int64_t offset) {
-  return base + offset * std::int64_t(size_of(dtype));
+char* elem(char* base, std::int64_t elem_size, std::int64_t offset) {
+  return base + offset * elem_size;
 }
-const char* elem(const char* base, DType dtype, std::int64_t offset) {
-  return base + offset * std::int64_t(size_of(dtype));
+const char* elem(const char* base, std::int64_t elem_size, std::int64_t offset) {
+  return base + offset * elem_size;
 }
 
 // Runs one token: every q head, every k head, every v head.
@@ -102,20 +102,20 @@ void run_token(const LaunchParams& p, const RowFns& fns, float qs, float ks, flo
     if (plan.bad && p.skipped_tokens != nullptr) Kokkos::atomic_add(p.skipped_tokens, 1ull);
     return;
   }
-  const char* cs = elem(p.cos_sin, p.cos_dtype, plan.pos * p.cos_row_stride);
-  const DType in = p.in_dtype;
+  const char* cs = elem(p.cos_sin, p.cos_size, plan.pos * p.cos_row_stride);
+  const std::int64_t in = p.in_size;
   for (std::int64_t h = 0; h < p.num_q_heads; ++h) {
     fns.q_rope(elem(p.q_rope.data, in, t * p.q_rope.token_stride + h * p.q_rope.head_stride),
-               elem(p.q_rope_out.data, p.q_out_dtype,
+               elem(p.q_rope_out.data, p.q_out_size,
                     t * p.q_rope_out.token_stride + h * p.q_rope_out.head_stride),
                cs, p.rotary_dim, p.style, qs);
     if (p.nope_dim > 0)
       fns.q_copy(elem(p.q_nope.data, in, t * p.q_nope.token_stride + h * p.q_nope.head_stride),
-                 elem(p.q_nope_out.data, p.q_out_dtype,
+                 elem(p.q_nope_out.data, p.q_out_size,
                       t * p.q_nope_out.token_stride + h * p.q_nope_out.head_stride),
                  p.nope_dim, qs);
   }
-  const DType cd = p.cache_dtype;
+  const std::int64_t cd = p.cache_size;
   for (std::int64_t h = 0; h < p.num_kv_heads; ++h) {
     fns.k_rope(elem(p.k_rope.data, in, t * p.k_rope.token_stride + h * p.k_rope.head_stride),
                elem(p.k_cache_rope.data, cd,

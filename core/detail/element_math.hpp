@@ -20,7 +20,11 @@
 
 #include "ropekv/ropekv.hpp"
 
-#if defined(__CUDACC__) || defined(__HIPCC__)
+#if defined(__HIP__) || defined(__HIPCC__)
+#include <hip/hip_runtime.h>  // __host__ / __device__ for HIP translation units
+#endif
+
+#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
 #define ROPEKV_HD __host__ __device__ __forceinline__
 #define ROPEKV_DEVICE_COMPILE 1
 #else

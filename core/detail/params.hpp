@@ -36,6 +36,8 @@ struct LaunchParams {
   DType q_out_dtype = DType::kInvalid;  // q_rope_out, q_nope_out
   DType cache_dtype = DType::kInvalid;  // k and v caches
   DType cos_dtype = DType::kInvalid;
+  // Bytes per element of the four dtypes above (device code has no size_of).
+  std::int64_t in_size = 0, q_out_size = 0, cache_size = 0, cos_size = 0;
 
   HeadTensor q_rope, q_nope, k_rope, k_nope, v;
   HeadTensor q_rope_out, q_nope_out;

@@ -448,6 +448,10 @@ Result Validator::run(LaunchParams* out) {
   p.q_out_dtype = qo;
   p.cache_dtype = cd;
   p.cos_dtype = cs;
+  p.in_size = std::int64_t(size_of(in));
+  p.q_out_size = std::int64_t(size_of(qo));
+  p.cache_size = std::int64_t(size_of(cd));
+  p.cos_size = std::int64_t(size_of(cs));
   auto head = [](const TensorView& v) {
     HeadTensor h;
     if (v.present() && v.numel() > 0) {

@@ -1,0 +1,104 @@
+// Selected by ROPEKV_GPU_HIP (set by hip/CMakeLists.txt) for HIP builds.
+// The thin vendor layer under the shared device source (cuda/kernels.cuh,
+// cuda/gpu_backend.cu). Everything vendor-specific that the kernel and its
+// launcher use is named here, once for CUDA and (through hip/hip_runtime.hpp)
+// once for HIP. The kernel itself assumes no warp width.
+#pragma once
+
+#include "ropekv/ropekv.hpp"
+
+#if defined(ROPEKV_GPU_HIP)
+#include "hip/hip_vendor.hpp"
+#else
+#include <cuda_runtime.h>
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#include <cuda_fp8.h>
+#endif
+
+#include <cstdint>
+
+namespace ropekv {
+namespace detail {
+namespace gpu {
+
+using Stream = cudaStream_t;
+using Error = cudaError_t;
+constexpr Error kSuccess = cudaSuccess;
+constexpr Backend kBackendId = Backend::kCuda;
+constexpr const char* kVendorName = "CUDA";
+
+inline Error device_count(int* n) { return cudaGetDeviceCount(n); }
+inline Error current_device(int* dev) { return cudaGetDevice(dev); }
+inline Error multiprocessor_count(int dev, int* n) {
+  return cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, dev);
+}
+inline Error last_error() { return cudaGetLastError(); }
+inline const char* error_string(Error e) { return cudaGetErrorString(e); }
+
+// Launches `kernel<<<grid, block, 0, stream>>>(args...)`, with programmatic
+// dependent launch (sm_90+) when `pdl` is set.
+template <class... KArgs, class... Args>
+Error launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, Stream stream, bool pdl,
+             Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(block);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
+}
+
+#if defined(__CUDACC__)
+// Programmatic dependent launch: wait for the previous grid's memory before
+// reading inputs; let the next grid start its prologue early. No-ops before
+// sm_90 and when launched without the attribute.
+__device__ __forceinline__ void dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void dependents_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Streaming (evict-first) stores: outputs are never re-read by this kernel.
+__device__ __forceinline__ void store_streaming(uint2* p, uint2 v) { __stcs(p, v); }
+__device__ __forceinline__ void store_streaming(uint4* p, uint4 v) { __stcs(p, v); }
+__device__ __forceinline__ uint4 load_readonly(const uint4* p) { return __ldg(p); }
+__device__ __forceinline__ float4 load_readonly(const float4* p) { return __ldg(p); }
+
+// Two floats to two FP8 codes (first in the low byte) with the instruction
+// of sm_89+, where it is bit-identical to the shared software encoder for
+// e4m3fn and e5m2 once NaN is canonical (tests/test_cuda_fp8_hw.cu sweeps
+// this). Returns false where no hardware path exists.
+template <DType Out>
+__device__ __forceinline__ bool hw_encode_fp8x2(float a, float b, std::uint32_t* out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if constexpr (Out == DType::kFloat8E4M3FN || Out == DType::kFloat8E5M2) {
+    const float qnan = __uint_as_float(0x7fffffffu);
+    float2 v;
+    v.x = a != a ? qnan : a;
+    v.y = b != b ? qnan : b;
+    *out = __nv_cvt_float2_to_fp8x2(v, __NV_SATFINITE,
+                                    Out == DType::kFloat8E4M3FN ? __NV_E4M3 : __NV_E5M2);
+    return true;
+  }
+#endif
+  (void)a;
+  (void)b;
+  (void)out;
+  return false;
+}
+#endif  // __CUDACC__
+
+}  // namespace gpu
+}  // namespace detail
+}  // namespace ropekv
+#endif

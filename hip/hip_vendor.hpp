@@ -1,0 +1,57 @@
+// The HIP side of the vendor layer (see cuda/gpu_runtime.hpp): what differs
+// from CUDA for AMD GPUs. The kernels themselves are cuda/kernels.cuh.
+//  * runtime calls: hip* instead of cuda*;
+//  * no programmatic dependent launch (the option is accepted and ignored);
+//  * FP8: every format through the shared software encoders (e4m3fnuz is the
+//    natural format of gfx94x, e4m3fn of gfx950); no hardware conversion is
+//    used, so results are bit-identical with the host backend by construction;
+//  * wave size 64 on CDNA: the kernels use logical 32-lane row groups and
+//    never assume the hardware width.
+#pragma once
+
+#include <hip/hip_runtime.h>
+
+#include <cstdint>
+
+#include "ropekv/ropekv.hpp"
+
+namespace ropekv {
+namespace detail {
+namespace gpu {
+
+using Stream = hipStream_t;
+using Error = hipError_t;
+constexpr Error kSuccess = hipSuccess;
+constexpr Backend kBackendId = Backend::kHip;
+constexpr const char* kVendorName = "HIP";
+
+inline Error device_count(int* n) { return hipGetDeviceCount(n); }
+inline Error current_device(int* dev) { return hipGetDevice(dev); }
+inline Error multiprocessor_count(int dev, int* n) {
+  return hipDeviceGetAttribute(n, hipDeviceAttributeMultiprocessorCount, dev);
+}
+inline Error last_error() { return hipGetLastError(); }
+inline const char* error_string(Error e) { return hipGetErrorString(e); }
+
+template <class... KArgs, class... Args>
+Error launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, Stream stream, bool /*pdl*/,
+             Args&&... args) {
+  hipLaunchKernelGGL(kernel, dim3(grid), dim3(block), 0, stream, static_cast<KArgs>(args)...);
+  return hipGetLastError();
+}
+
+__device__ __forceinline__ void dependency_wait() {}
+__device__ __forceinline__ void dependents_launch() {}
+__device__ __forceinline__ void store_streaming(uint2* p, uint2 v) { *p = v; }
+__device__ __forceinline__ void store_streaming(uint4* p, uint4 v) { *p = v; }
+__device__ __forceinline__ uint4 load_readonly(const uint4* p) { return *p; }
+__device__ __forceinline__ float4 load_readonly(const float4* p) { return *p; }
+
+template <DType Out>
+__device__ __forceinline__ bool hw_encode_fp8x2(float, float, std::uint32_t*) {
+  return false;
+}
+
+}  // namespace gpu
+}  // namespace detail
+}  // namespace ropekv

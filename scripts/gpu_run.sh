@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, over a build made by scripts/gpu_build.sh:
+# the CUDA test suite, compute-sanitizer memcheck + racecheck, the SASS load
+# width check and the perf suite. Everything lands under OUTDIR.
+# Usage: bash scripts/gpu_run.sh OUTDIR [perf-filter] [sanitize: 0|1]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: gpu_run.sh OUTDIR [perf-filter] [sanitize]}
+filter=${2:-.}
+sanitize=${3:-1}
+mkdir -p "$out"
+B=build/cuda
+export LD_LIBRARY_PATH="$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+rc=0
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv | tee "$out/gpu.txt"
+git rev-parse --short HEAD 2>/dev/null | tee -a "$out/gpu.txt"
+
+echo "== CUDA tests"
+"$B/tests/ropekv_tests_cuda" --gtest_brief=1 --gtest_output="json:$out/tests.json" \
+  >"$out/tests.log" 2>&1 || rc=1
+grep -E '^\[ fp8 hw|oracle|PASSED|FAILED|SKIPPED|tests ran' "$out/tests.log" | tail -20
+
+if [ "$sanitize" = 1 ]; then
+  for tool in memcheck racecheck; do
+    echo "== compute-sanitizer $tool"
+    compute-sanitizer --tool "$tool" --error-exitcode 9 "$B/tests/ropekv_tests_cuda" \
+      --gtest_brief=1 --gtest_filter='Cuda/*:CudaRuntime.*:-CudaRuntime.LargeBatchGridStride' \
+      >"$out/sanitizer_$tool.log" 2>&1 || rc=1
+    tail -3 "$out/sanitizer_$tool.log"
+  done
+fi
+
+echo "== SASS: 128-bit global loads in the vector kernels"
+cuobjdump --dump-sass "$B/libropekv.a" >"$out/sass.txt" 2>&1 || true
+echo "LDG.E.128: $(grep -c 'LDG.E.128' "$out/sass.txt"), LDG.E.64: $(grep -c 'LDG.E.64' "$out/sass.txt"), STG.E.64: $(grep -c 'STG.E.64' "$out/sass.txt"), F2FP (cvt fp8): $(grep -c 'F2FP' "$out/sass.txt")"
+
+if [ -x "$B/perf/ropekv_perf" ]; then
+  echo "== perf"
+  "$B/perf/ropekv_perf" --benchmark_filter="$filter" --benchmark_out="$out/perf.json" \
+    --benchmark_out_format=json >"$out/perf.txt" 2>"$out/perf.err" || rc=1
+  if [ -f perf/summary.py ]; then python3 perf/summary.py "$out/perf.json" | tee "$out/summary.txt"; else tail -60 "$out/perf.txt"; fi
+  tail -5 "$out/perf.err"
+fi
+exit $rc

@@ -1,0 +1,281 @@
+// CUDA runtime behaviour: graph capture and replay with indices, positions,
+// padding and device scales changed between replays of ONE captured graph;
+// several streams at once; programmatic dependent launch; vector and generic
+// paths. Every result is compared bit for bit with the host backend.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "ropekv/ropekv.hpp"
+
+namespace {
+
+using namespace ropekv;
+
+#define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
+
+bool have_cuda() { return backend_available(Backend::kCuda); }
+#define SKIP_WITHOUT_CUDA() \
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)"
+
+std::uint16_t bf16(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return std::uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// One problem: fused bf16 QKV input, NHD e4m3fn caches, fp32 cos/sin,
+// int64 slots and positions, scales in device memory. `token_pad` > 0 makes
+// the input rows misaligned for the vector path (generic path).
+struct Problem {
+  std::int64_t nnz, hq, hk, d, r, ps = 16, pages = 40, max_pos = 512, token_pad = 0;
+  std::vector<std::uint16_t> qkv;
+  std::vector<float> cos_sin;
+  std::vector<std::int64_t> pos, slot;
+  float scales[3] = {0.05f, 0.03f, 0.02f};
+
+  Problem(std::int64_t n, std::int64_t hq_, std::int64_t hk_, std::int64_t d_, std::int64_t r_,
+          std::int64_t pad, unsigned seed)
+      : nnz(n), hq(hq_), hk(hk_), d(d_), r(r_), token_pad(pad) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-3.f, 3.f);
+    qkv.resize(std::size_t(nnz * row()));
+    for (auto& x : qkv) x = bf16(u(rng));
+    cos_sin.resize(std::size_t(max_pos * r));
+    for (std::int64_t p = 0; p < max_pos; ++p)
+      for (std::int64_t i = 0; i < r / 2; ++i) {
+        const double f = std::pow(10000.0, -2.0 * double(i) / double(r));
+        cos_sin[std::size_t(p * r + i)] = float(std::cos(double(p) * f));
+        cos_sin[std::size_t(p * r + r / 2 + i)] = float(std::sin(double(p) * f));
+      }
+    pos.resize(std::size_t(nnz));
+    slot.resize(std::size_t(nnz));
+    reindex(seed + 1, 0.2);
+  }
+  std::int64_t row() const { return (hq + 2 * hk) * d + token_pad; }
+  // New positions and a new permutation of slots; `pad_frac` of tokens padding.
+  void reindex(unsigned seed, double pad_frac) {
+    std::mt19937 rng(seed);
+    std::vector<std::int64_t> all(std::size_t(pages * ps));
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), rng);
+    std::uniform_int_distribution<std::int64_t> pd(0, max_pos - 1);
+    std::uniform_real_distribution<double> coin(0, 1);
+    for (std::int64_t t = 0; t < nnz; ++t) {
+      pos[std::size_t(t)] = pd(rng);
+      slot[std::size_t(t)] = coin(rng) < pad_frac ? -1 : all[std::size_t(t)];
+    }
+  }
+  std::size_t cache_bytes() const { return std::size_t(pages * ps * hk * d); }
+  std::size_t q_bytes() const { return std::size_t(nnz * hq * d); }
+};
+
+// Buffers of one problem in one memory (host or CUDA device).
+struct Buffers {
+  void *qkv, *cos, *pos, *slot, *q_out, *k_cache, *v_cache, *scales;
+};
+
+Arguments make_args(const Problem& pb, const Buffers& b, bool device_scales) {
+  Arguments a;
+  const QkvViews in =
+      fused_qkv_views(b.qkv, DType::kBFloat16, pb.nnz, pb.hq, pb.hk, pb.d, pb.r, pb.row());
+  a.q_rope = in.q_rope;
+  a.q_nope = in.q_nope;
+  a.k_rope = in.k_rope;
+  a.k_nope = in.k_nope;
+  a.v = in.v;
+  const HeadViews qo = split_heads(b.q_out, DType::kFloat8E4M3FN, pb.nnz, pb.hq, pb.d, pb.r);
+  a.q_rope_out = qo.rope;
+  a.q_nope_out = qo.nope;
+  const KvCacheViews c = nhd_kv_cache(b.k_cache, b.v_cache, DType::kFloat8E4M3FN, pb.pages,
+                                      pb.ps, pb.hk, pb.d, pb.r);
+  a.k_cache_rope = c.k_rope;
+  a.k_cache_nope = c.k_nope;
+  a.v_cache = c.v;
+  const std::int64_t cs_ext[2] = {pb.max_pos, pb.r};
+  a.cos_sin_cache = make_contiguous(b.cos, DType::kFloat32, 2, cs_ext);
+  a.positions = make_vector(b.pos, DType::kInt64, pb.nnz);
+  a.cache_index.slot_mapping = make_vector(b.slot, DType::kInt64, pb.nnz);
+  const float* s = static_cast<const float*>(b.scales);
+  if (device_scales) {
+    a.q_scale = Scale::on_device(s);
+    a.k_scale = Scale::on_device(s + 1);
+    a.v_scale = Scale::on_device(s + 2);
+  } else {
+    a.q_scale = Scale::host(pb.scales[0]);
+    a.k_scale = Scale::host(pb.scales[1]);
+    a.v_scale = Scale::host(pb.scales[2]);
+  }
+  return a;
+}
+
+struct Outputs {
+  std::vector<std::uint8_t> q, k, v;
+};
+
+// The host backend's answer for the problem as it stands.
+Outputs host_reference(const Problem& pb) {
+  Outputs o;
+  o.q.assign(pb.q_bytes(), 0xA5);
+  o.k.assign(pb.cache_bytes(), 0xA5);
+  o.v.assign(pb.cache_bytes(), 0xA5);
+  std::vector<std::uint16_t> qkv = pb.qkv;
+  std::vector<float> cos = pb.cos_sin;
+  std::vector<std::int64_t> pos = pb.pos, slot = pb.slot;
+  float scales[3] = {pb.scales[0], pb.scales[1], pb.scales[2]};
+  Buffers b{qkv.data(), cos.data(), pos.data(), slot.data(), o.q.data(), o.k.data(), o.v.data(),
+            scales};
+  const Result r = run(make_args(pb, b, true), Backend::kHost);
+  EXPECT_TRUE(r.ok()) << r.message;
+  return o;
+}
+
+// The same problem in device memory.
+struct DeviceProblem {
+  Buffers b{};
+  const Problem& pb;
+  explicit DeviceProblem(const Problem& p) : pb(p) {
+    cudaMalloc(&b.qkv, pb.qkv.size() * 2);
+    cudaMalloc(&b.cos, pb.cos_sin.size() * 4);
+    cudaMalloc(&b.pos, std::size_t(pb.nnz) * 8);
+    cudaMalloc(&b.slot, std::size_t(pb.nnz) * 8);
+    cudaMalloc(&b.q_out, pb.q_bytes());
+    cudaMalloc(&b.k_cache, pb.cache_bytes());
+    cudaMalloc(&b.v_cache, pb.cache_bytes());
+    cudaMalloc(&b.scales, 3 * sizeof(float));
+    cudaMemcpy(b.qkv, pb.qkv.data(), pb.qkv.size() * 2, cudaMemcpyHostToDevice);
+    cudaMemcpy(b.cos, pb.cos_sin.data(), pb.cos_sin.size() * 4, cudaMemcpyHostToDevice);
+    upload_indices(nullptr);
+  }
+  ~DeviceProblem() {
+    for (void* p : {b.qkv, b.cos, b.pos, b.slot, b.q_out, b.k_cache, b.v_cache, b.scales})
+      cudaFree(p);
+  }
+  // Indices, scales and guard-filled outputs, ordered on `stream`.
+  void upload_indices(cudaStream_t stream) {
+    cudaMemcpyAsync(b.pos, pb.pos.data(), std::size_t(pb.nnz) * 8, cudaMemcpyHostToDevice, stream);
+    cudaMemcpyAsync(b.slot, pb.slot.data(), std::size_t(pb.nnz) * 8, cudaMemcpyHostToDevice,
+                    stream);
+    cudaMemcpyAsync(b.scales, pb.scales, 3 * sizeof(float), cudaMemcpyHostToDevice, stream);
+    cudaMemsetAsync(b.q_out, 0xA5, pb.q_bytes(), stream);
+    cudaMemsetAsync(b.k_cache, 0xA5, pb.cache_bytes(), stream);
+    cudaMemsetAsync(b.v_cache, 0xA5, pb.cache_bytes(), stream);
+    cudaStreamSynchronize(stream);
+  }
+  Outputs download(cudaStream_t stream) {
+    Outputs o;
+    o.q.resize(pb.q_bytes());
+    o.k.resize(pb.cache_bytes());
+    o.v.resize(pb.cache_bytes());
+    cudaStreamSynchronize(stream);
+    cudaMemcpy(o.q.data(), b.q_out, o.q.size(), cudaMemcpyDeviceToHost);
+    cudaMemcpy(o.k.data(), b.k_cache, o.k.size(), cudaMemcpyDeviceToHost);
+    cudaMemcpy(o.v.data(), b.v_cache, o.v.size(), cudaMemcpyDeviceToHost);
+    return o;
+  }
+};
+
+void expect_identical(const Outputs& got, const Outputs& want, const char* what) {
+  EXPECT_TRUE(got.q == want.q) << what << ": q output differs from the host backend";
+  EXPECT_TRUE(got.k == want.k) << what << ": K cache differs from the host backend";
+  EXPECT_TRUE(got.v == want.v) << what << ": V cache differs from the host backend";
+  std::size_t written = 0;
+  for (auto x : got.k) written += x != 0xA5;
+  EXPECT_GT(written, got.k.size() / 100) << what << ": K cache looks unwritten";
+}
+
+TEST(CudaRuntime, GraphReplaySeesNewIndicesPositionsPaddingAndScales) {
+  SKIP_WITHOUT_CUDA();
+  Problem pb(48, 8, 2, 128, 128, 0, 11);
+  DeviceProblem dp(pb);
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const Arguments a = make_args(pb, dp.b, true);
+  cudaGraph_t graph;
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  Arguments ac = a;
+  ac.stream = s;
+  const Result r = run(ac, Backend::kCuda);
+  CUDA_OK(cudaStreamEndCapture(s, &graph));
+  ASSERT_TRUE(r.ok()) << r.message;
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (unsigned replay = 0; replay < 4; ++replay) {
+    pb.reindex(100 + replay, replay == 3 ? 1.0 : 0.1 * replay);  // last: all padding
+    pb.scales[0] = 0.01f * float(replay + 1);
+    pb.scales[1] = 0.02f + 0.01f * float(replay);
+    pb.scales[2] = 0.05f / float(replay + 1);
+    dp.upload_indices(s);
+    CUDA_OK(cudaGraphLaunch(exec, s));
+    CUDA_OK(cudaStreamSynchronize(s));
+    CUDA_OK(cudaGetLastError());
+    const Outputs got = dp.download(s), want = host_reference(pb);
+    EXPECT_TRUE(got.q == want.q) << "replay " << replay;
+    EXPECT_TRUE(got.k == want.k) << "replay " << replay;
+    EXPECT_TRUE(got.v == want.v) << "replay " << replay;
+    if (replay == 3) {  // all padding: nothing at all written
+      EXPECT_TRUE(std::all_of(got.q.begin(), got.q.end(), [](std::uint8_t x) { return x == 0xA5; }));
+      EXPECT_TRUE(std::all_of(got.k.begin(), got.k.end(), [](std::uint8_t x) { return x == 0xA5; }));
+    }
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+}
+
+TEST(CudaRuntime, ConcurrentStreams) {
+  SKIP_WITHOUT_CUDA();
+  Problem p1(300, 8, 1, 64, 64, 0, 21), p2(77, 16, 4, 128, 64, 0, 22);
+  DeviceProblem d1(p1), d2(p2);
+  cudaStream_t s1, s2;
+  CUDA_OK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  Arguments a1 = make_args(p1, d1.b, false), a2 = make_args(p2, d2.b, true);
+  a1.stream = s1;
+  a2.stream = s2;
+  for (int i = 0; i < 3; ++i) {  // repeated calls are idempotent
+    ASSERT_TRUE(run(a1, Backend::kCuda).ok());
+    ASSERT_TRUE(run(a2, Backend::kCuda).ok());
+  }
+  expect_identical(d1.download(s1), host_reference(p1), "stream 1");
+  expect_identical(d2.download(s2), host_reference(p2), "stream 2");
+  cudaStreamDestroy(s1);
+  cudaStreamDestroy(s2);
+}
+
+TEST(CudaRuntime, ProgrammaticDependentLaunch) {
+  SKIP_WITHOUT_CUDA();
+  Problem pb(256, 32, 8, 128, 128, 0, 31);
+  DeviceProblem dp(pb);
+  Arguments a = make_args(pb, dp.b, true);
+  a.programmatic_dependent_launch = true;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(run(a, Backend::kCuda).ok());
+  expect_identical(dp.download(nullptr), host_reference(pb), "PDL");
+}
+
+TEST(CudaRuntime, GenericPathMisalignedRows) {
+  SKIP_WITHOUT_CUDA();
+  Problem pb(200, 8, 2, 128, 128, 3, 41);  // token stride not a multiple of 8 elements
+  DeviceProblem dp(pb);
+  ASSERT_TRUE(run(make_args(pb, dp.b, false), Backend::kCuda).ok());
+  expect_identical(dp.download(nullptr), host_reference(pb), "generic");
+}
+
+TEST(CudaRuntime, LargeBatchGridStride) {
+  SKIP_WITHOUT_CUDA();
+  Problem pb(20000, 8, 1, 64, 64, 0, 51);
+  pb.pages = 1300;
+  pb.reindex(52, 0.05);
+  DeviceProblem dp(pb);
+  ASSERT_TRUE(run(make_args(pb, dp.b, false), Backend::kCuda).ok());
+  expect_identical(dp.download(nullptr), host_reference(pb), "large");
+}
+
+}  // namespace
