@@ -63,11 +63,13 @@ bool vector_eligible(const LaunchParams& p) {
   return aligned(p.cos_sin, 16) && (p.cos_row_stride * p.cos_size) % 16 == 0;
 }
 
-VecGeometry geometry(const LaunchParams& p) {
+// Thread items of kV sub-items of 16 elements.
+VecGeometry geometry(const LaunchParams& p, int kv) {
   VecGeometry g;
-  g.rope_items = std::uint32_t(p.rotary_dim / kItem);
-  g.nope_items = std::uint32_t(p.nope_dim / kItem);
-  g.v_items = std::uint32_t(p.v_dim / kItem);
+  const std::int64_t span = std::int64_t(kItem) * kv;
+  g.rope_items = std::uint32_t(p.rotary_dim / span);
+  g.nope_items = std::uint32_t(p.nope_dim / span);
+  g.v_items = std::uint32_t(p.v_dim / span);
   g.q_items = std::uint32_t(p.num_q_heads) * (g.rope_items + g.nope_items);
   g.k_items = std::uint32_t(p.num_kv_heads) * (g.rope_items + g.nope_items);
   g.items_per_token = g.q_items + g.k_items + std::uint32_t(p.num_kv_heads) * g.v_items;
@@ -76,23 +78,34 @@ VecGeometry geometry(const LaunchParams& p) {
 }
 
 using VecKernel = void (*)(const LaunchParams, const VecGeometry);
+struct VecChoice {
+  VecKernel kernel;
+  int kv;  // sub-items of 16 elements per thread
+};
 
 // Canonical shapes of PERF.md get their own specialisation (bf16/fp16 in,
-// e4m3fn out, fp32 cos/sin); every other eligible case the run-time shape one.
+// e4m3fn out, fp32 cos/sin) with 32 elements per thread; every other
+// eligible case the run-time shape kernel with 16.
+// 32 elements per thread: measured on the H200 (perf/RESULTS.md) against 16
+// (more integer overhead per byte) and 64 (registers cut occupancy).
+constexpr int kCanonicalSubItems = 2;
 template <DType In, DType Out, DType Cos>
-VecKernel pick_shape(const LaunchParams& p) {
+VecChoice pick_shape(const LaunchParams& p) {
   if constexpr (Out == DType::kFloat8E4M3FN && Cos == DType::kFloat32) {
+    constexpr int V = kCanonicalSubItems;
     const std::int64_t r = p.rotary_dim, n = p.nope_dim, dv = p.v_dim;
-    if (r == 64 && n == 0 && dv == 64) return &fused_vec_kernel<In, Out, Cos, 64, 0, 64>;
-    if (r == 128 && n == 0 && dv == 128) return &fused_vec_kernel<In, Out, Cos, 128, 0, 128>;
-    if (r == 64 && n == 64 && dv == 128) return &fused_vec_kernel<In, Out, Cos, 64, 64, 128>;
-    if (r == 64 && n == 512 && dv == 0) return &fused_vec_kernel<In, Out, Cos, 64, 512, 0>;
+    if (r == 64 && n == 0 && dv == 64) return {&fused_vec_kernel<In, Out, Cos, 64, 0, 64, V>, V};
+    if (r == 128 && n == 0 && dv == 128)
+      return {&fused_vec_kernel<In, Out, Cos, 128, 0, 128, V>, V};
+    if (r == 64 && n == 64 && dv == 128)
+      return {&fused_vec_kernel<In, Out, Cos, 64, 64, 128, V>, V};
+    if (r == 64 && n == 512 && dv == 0) return {&fused_vec_kernel<In, Out, Cos, 64, 512, 0, V>, V};
   }
-  return &fused_vec_kernel<In, Out, Cos, 0, 0, 0>;
+  return {&fused_vec_kernel<In, Out, Cos, 0, 0, 0, 1>, 1};
 }
 
 template <DType In>
-VecKernel pick_out(const LaunchParams& p) {
+VecChoice pick_out(const LaunchParams& p) {
   const bool cos_f32 = p.cos_dtype == DType::kFloat32;
   switch (p.q_out_dtype) {
     case DType::kFloat8E5M2:
@@ -131,10 +144,11 @@ unsigned grid_for(std::uint64_t work, unsigned block, int sms, unsigned per_sm) 
   Stream stream = static_cast<Stream>(p.stream);
   Error err;
   if (vector_eligible(p)) {
-    const VecGeometry g = geometry(p);
-    const VecKernel k = p.in_dtype == DType::kFloat16 ? pick_out<DType::kFloat16>(p)
+    const VecChoice k = p.in_dtype == DType::kFloat16 ? pick_out<DType::kFloat16>(p)
                                                       : pick_out<DType::kBFloat16>(p);
-    err = launch(k, grid_for(g.total_items, kVecBlock, sms, 8), kVecBlock, stream, p.pdl, p, g);
+    const VecGeometry g = geometry(p, k.kv);
+    err = launch(k.kernel, grid_for(g.total_items, kVecBlock, sms, 16), kVecBlock, stream, p.pdl,
+                 p, g);
   } else {
     const unsigned grid = grid_for(std::uint64_t(p.nnz) * kGenericBlock, kGenericBlock, sms, 8);
     err = launch(&fused_generic_kernel, grid, kGenericBlock, stream, p.pdl, p);

@@ -33,19 +33,21 @@ constexpr int kVecBlock = 256;    // threads per block, vector path
 constexpr int kGenericBlock = 256;
 constexpr int kGroup = 32;        // logical row group of the generic path (any warp width)
 
-// Per-launch geometry of the vector path, computed once on the host.
+
+// Per-launch geometry of the vector path, computed once on the host. A
+// thread item is kV sub-items of 16 elements of one row part (see vec_issue).
 struct VecGeometry {
-  std::uint32_t rope_items;   // R / 16 per row
-  std::uint32_t nope_items;   // N / 16 per row
-  std::uint32_t v_items;      // Dv / 16 per row
+  std::uint32_t rope_items;   // thread items per row, rotary part: R / (16 kV)
+  std::uint32_t nope_items;   // N / (16 kV)
+  std::uint32_t v_items;      // Dv / (16 kV)
   std::uint32_t q_items;      // Hq * (rope + nope)
   std::uint32_t k_items;      // Hk * (rope + nope)
   std::uint32_t items_per_token;
   std::uint64_t total_items;  // nnz * items_per_token
 };
 
-__device__ __forceinline__ float token_scale(const float* ptr, float value) {
-  return ptr != nullptr ? *ptr : value;
+__device__ __forceinline__ ScaleDivisor token_scale(const float* ptr, float value) {
+  return make_divisor(ptr != nullptr ? *ptr : value);
 }
 
 // Element e (0..7) of eight packed 16-bit values.
@@ -60,7 +62,7 @@ __device__ __forceinline__ void decode8(const uint4& v, float (&out)[8]) {
   for (int e = 0; e < 8; ++e) out[e] = Format<In>::decode(half_lane(v, e));
 }
 
-// Eight cos (or sin) values starting at `row + first`.
+// Eight cos (or sin) values starting at `row + first` elements.
 template <DType Cos>
 __device__ __forceinline__ void load_cos8(const char* row, std::int64_t first, float (&out)[8]) {
   if constexpr (Cos == DType::kFloat32) {
@@ -75,7 +77,7 @@ __device__ __forceinline__ void load_cos8(const char* row, std::int64_t first, f
 
 // Eight values -> eight FP8 codes (value / scale, then the format's encoder).
 template <DType Out>
-__device__ __forceinline__ uint2 encode8(const float (&v)[8], float scale) {
+__device__ __forceinline__ uint2 encode8(const float (&v)[8], ScaleDivisor scale) {
   std::uint32_t w[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -88,148 +90,169 @@ __device__ __forceinline__ uint2 encode8(const float (&v)[8], float scale) {
   return make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
 }
 
-template <int kR, int kN, int kDv>
+// Compile-time shape of a specialisation (kR > 0), or the launch's own.
+template <int kR, int kN, int kDv, int kV>
 struct ShapeOf {
+  static constexpr int kSpan = kItem * kV;  // elements per thread item
   __device__ __forceinline__ static std::int64_t rotary(const LaunchParams& p) {
     return kR > 0 ? kR : p.rotary_dim;
   }
   __device__ __forceinline__ static std::uint32_t rope_items(const VecGeometry& g) {
-    return kR > 0 ? std::uint32_t(kR / kItem) : g.rope_items;
+    return kR > 0 ? std::uint32_t(kR / kSpan) : g.rope_items;
   }
   __device__ __forceinline__ static std::uint32_t row_items(const VecGeometry& g) {
-    return kR > 0 ? std::uint32_t((kR + kN) / kItem) : g.rope_items + g.nope_items;
+    return kR > 0 ? std::uint32_t((kR + kN) / kSpan) : g.rope_items + g.nope_items;
   }
   __device__ __forceinline__ static std::uint32_t v_items(const VecGeometry& g) {
-    return kR > 0 ? std::uint32_t(kDv / kItem) : g.v_items;
+    return kR > 0 ? std::uint32_t(kDv / kSpan) : g.v_items;
   }
 };
 
-// One vector-path work item of token t.
-template <DType In, DType Out, DType Cos, int kR, int kN, int kDv>
-__device__ __forceinline__ void vec_item(const LaunchParams& p, const VecGeometry& g,
-                                         std::int64_t t, std::uint32_t c) {
-  using S = ShapeOf<kR, kN, kDv>;
-  const TokenPlan plan = plan_token(p, t);
-  if (!plan.write) {
-    if (plan.bad && c == 0 && p.skipped_tokens != nullptr) atomicAdd(p.skipped_tokens, 1ull);
-    return;
-  }
-  // Which row, which part, which item of it.
-  const std::uint32_t row_items = S::row_items(g);
-  const std::uint32_t rope_items = S::rope_items(g);
+// One thread item once its token is planned: where it reads and writes,
+// and its input vectors. Sub-item s of thread item j of a part with n thread
+// items is 16-element item j + s*n of that part, so each load and store
+// instruction of a warp covers consecutive 16-byte vectors.
+template <int kV>
+struct VecItem {
+  const char* cs;      // cos/sin row (rotary items)
+  char* dst;           // output row part
+  std::uint32_t j, n;  // thread item within its part, thread items in the part
+  std::uint32_t kind;  // 0: NeoX rotary, 1: interleaved rotary, 2: copy
+  ScaleDivisor scale;
+  uint4 a[kV], b[kV];
+};
+
+// Resolves item c of planned token t and issues its input loads.
+template <DType In, int kR, int kN, int kDv, int kV>
+__device__ __forceinline__ void vec_issue(const LaunchParams& p, const VecGeometry& g,
+                                          std::int64_t t, std::uint32_t c, const TokenPlan& plan,
+                                          VecItem<kV>& it) {
+  using S = ShapeOf<kR, kN, kDv, kV>;
   const HeadTensor* src;
-  char* dst;
-  std::uint32_t j;
-  float scale;
-  bool rope;
+  std::uint32_t h;
+  bool rope = false;
   if (c < g.q_items + g.k_items) {
     const bool is_q = c < g.q_items;
     const std::uint32_t cc = is_q ? c : c - g.q_items;
-    const std::uint32_t h = cc / row_items;
-    j = cc - h * row_items;
-    rope = j < rope_items;
-    if (!rope) j -= rope_items;
+    const std::uint32_t row_items = S::row_items(g), rope_items = S::rope_items(g);
+    h = cc / row_items;
+    it.j = cc - h * row_items;
+    rope = it.j < rope_items;
+    it.n = rope ? rope_items : row_items - rope_items;
+    if (!rope) it.j -= rope_items;
     if (is_q) {
       src = rope ? &p.q_rope : &p.q_nope;
       const HeadTensor& o = rope ? p.q_rope_out : p.q_nope_out;
-      dst = o.data + t * o.token_stride + std::int64_t(h) * o.head_stride;
-      scale = token_scale(p.q_scale_ptr, p.q_scale);
+      it.dst = o.data + t * o.token_stride + std::int64_t(h) * o.head_stride;
+      it.scale = token_scale(p.q_scale_ptr, p.q_scale);
     } else {
       src = rope ? &p.k_rope : &p.k_nope;
       const CacheTensor& o = rope ? p.k_cache_rope : p.k_cache_nope;
-      dst = o.data + cache_offset(plan.page, plan.entry, h, o.stride);
-      scale = token_scale(p.k_scale_ptr, p.k_scale);
+      it.dst = o.data + cache_offset(plan.page, plan.entry, h, o.stride);
+      it.scale = token_scale(p.k_scale_ptr, p.k_scale);
     }
-    const std::int64_t off = t * src->token_stride + std::int64_t(h) * src->head_stride;
-    const char* x = src->data + off * 2;
-    if (rope) {
-      const std::int64_t half = S::rotary(p) / 2;
-      const char* cs = p.cos_sin + plan.pos * p.cos_row_stride * p.cos_size;
-      float a[8], b[8], cv[8], sv[8];
-      if (p.style == RopeStyle::kNeox) {
-        const uint4 ra = load_readonly(reinterpret_cast<const uint4*>(x) + j);
-        const uint4 rb = load_readonly(reinterpret_cast<const uint4*>(x + half * 2) + j);
-        load_cos8<Cos>(cs, 8 * std::int64_t(j), cv);
-        load_cos8<Cos>(cs, half + 8 * std::int64_t(j), sv);
-        decode8<In>(ra, a);
-        decode8<In>(rb, b);
-        float ya[8], yb[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const RotatedPair r = rotate_pair(a[e], b[e], cv[e], sv[e]);
-          ya[e] = r.y;
-          yb[e] = r.yp;
-        }
-        store_streaming(reinterpret_cast<uint2*>(dst) + j, encode8<Out>(ya, scale));
-        store_streaming(reinterpret_cast<uint2*>(dst + half) + j, encode8<Out>(yb, scale));
-      } else {
-        const uint4 ra = load_readonly(reinterpret_cast<const uint4*>(x) + 2 * j);
-        const uint4 rb = load_readonly(reinterpret_cast<const uint4*>(x) + 2 * j + 1);
-        load_cos8<Cos>(cs, 8 * std::int64_t(j), cv);
-        load_cos8<Cos>(cs, half + 8 * std::int64_t(j), sv);
-        decode8<In>(ra, a);
-        decode8<In>(rb, b);
-        float ya[8], yb[8];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const RotatedPair r0 = rotate_pair(a[2 * e], a[2 * e + 1], cv[e], sv[e]);
-          const RotatedPair r1 = rotate_pair(b[2 * e], b[2 * e + 1], cv[4 + e], sv[4 + e]);
-          ya[2 * e] = r0.y;
-          ya[2 * e + 1] = r0.yp;
-          yb[2 * e] = r1.y;
-          yb[2 * e + 1] = r1.yp;
-        }
-        store_streaming(reinterpret_cast<uint2*>(dst) + 2 * j, encode8<Out>(ya, scale));
-        store_streaming(reinterpret_cast<uint2*>(dst) + 2 * j + 1, encode8<Out>(yb, scale));
-      }
-      return;
-    }
-    // non-rotary part of q or k: falls through to the copy below
-    const uint4 ra = load_readonly(reinterpret_cast<const uint4*>(x) + 2 * j);
-    const uint4 rb = load_readonly(reinterpret_cast<const uint4*>(x) + 2 * j + 1);
-    float a[8], b[8];
-    decode8<In>(ra, a);
-    decode8<In>(rb, b);
-    store_streaming(reinterpret_cast<uint2*>(dst) + 2 * j, encode8<Out>(a, scale));
-    store_streaming(reinterpret_cast<uint2*>(dst) + 2 * j + 1, encode8<Out>(b, scale));
-    return;
+  } else {
+    const std::uint32_t cc = c - g.q_items - g.k_items;
+    it.n = S::v_items(g);
+    h = cc / it.n;
+    it.j = cc - h * it.n;
+    src = &p.v;
+    it.dst = p.v_cache.data + cache_offset(plan.page, plan.entry, h, p.v_cache.stride);
+    it.scale = token_scale(p.v_scale_ptr, p.v_scale);
   }
-  // value
-  const std::uint32_t cc = c - g.q_items - g.k_items;
-  const std::uint32_t vi = S::v_items(g);
-  const std::uint32_t h = cc / vi;
-  j = cc - h * vi;
-  const char* x = p.v.data + (t * p.v.token_stride + std::int64_t(h) * p.v.head_stride) * 2;
-  dst = p.v_cache.data + cache_offset(plan.page, plan.entry, h, p.v_cache.stride);
-  scale = token_scale(p.v_scale_ptr, p.v_scale);
-  const uint4 ra = load_readonly(reinterpret_cast<const uint4*>(x) + 2 * j);
-  const uint4 rb = load_readonly(reinterpret_cast<const uint4*>(x) + 2 * j + 1);
-  float a[8], b[8];
-  decode8<In>(ra, a);
-  decode8<In>(rb, b);
-  store_streaming(reinterpret_cast<uint2*>(dst) + 2 * j, encode8<Out>(a, scale));
-  store_streaming(reinterpret_cast<uint2*>(dst) + 2 * j + 1, encode8<Out>(b, scale));
+  const uint4* x = reinterpret_cast<const uint4*>(
+      src->data + (t * src->token_stride + std::int64_t(h) * src->head_stride) * 2);
+  it.kind = !rope ? 2u : (p.style == RopeStyle::kNeox ? 0u : 1u);
+#pragma unroll
+  for (int s = 0; s < kV; ++s) {
+    const std::uint32_t jj = it.j + std::uint32_t(s) * it.n;  // 16-element item
+    if (it.kind == 0u) {  // x[8jj..8jj+8) and its partners x[R/2 + 8jj..)
+      it.a[s] = load_readonly(x + jj);
+      it.b[s] = load_readonly(x + S::rotary(p) / 16 + jj);
+    } else {  // x[16jj..16jj+16)
+      it.a[s] = load_readonly(x + 2 * jj);
+      it.b[s] = load_readonly(x + 2 * jj + 1);
+    }
+  }
+  it.cs = p.cos_sin + plan.pos * p.cos_row_stride * p.cos_size;
 }
 
-template <DType In, DType Out, DType Cos, int kR, int kN, int kDv>
+// Rotates (if rotary), quantizes and stores one issued thread item.
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kV>
+__device__ __forceinline__ void vec_finish(const LaunchParams& p, const VecItem<kV>& it) {
+  using S = ShapeOf<kR, kN, kDv, kV>;
+  uint2* dst = reinterpret_cast<uint2*>(it.dst);
+  const std::int64_t half = S::rotary(p) / 2;
+#pragma unroll
+  for (int s = 0; s < kV; ++s) {
+    const std::uint32_t jj = it.j + std::uint32_t(s) * it.n;
+    float a[8], b[8];
+    decode8<In>(it.a[s], a);
+    decode8<In>(it.b[s], b);
+    if (it.kind == 2u) {
+      store_streaming(dst + 2 * jj, encode8<Out>(a, it.scale));
+      store_streaming(dst + 2 * jj + 1, encode8<Out>(b, it.scale));
+      continue;
+    }
+    float cv[8], sv[8];
+    load_cos8<Cos>(it.cs, 8 * std::int64_t(jj), cv);
+    load_cos8<Cos>(it.cs, half + 8 * std::int64_t(jj), sv);
+    float ya[8], yb[8];
+    if (it.kind == 0u) {  // NeoX: a = x[8jj..8jj+8), b = their partners
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const RotatedPair r = rotate_pair(a[e], b[e], cv[e], sv[e]);
+        ya[e] = r.y;
+        yb[e] = r.yp;
+      }
+      store_streaming(dst + jj, encode8<Out>(ya, it.scale));
+      store_streaming(reinterpret_cast<uint2*>(it.dst + half) + jj, encode8<Out>(yb, it.scale));
+    } else {  // interleaved: a, b = the 8 adjacent pairs of x[16jj..16jj+16)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const RotatedPair r0 = rotate_pair(a[2 * e], a[2 * e + 1], cv[e], sv[e]);
+        const RotatedPair r1 = rotate_pair(b[2 * e], b[2 * e + 1], cv[4 + e], sv[4 + e]);
+        ya[2 * e] = r0.y;
+        ya[2 * e + 1] = r0.yp;
+        yb[2 * e] = r1.y;
+        yb[2 * e + 1] = r1.yp;
+      }
+      store_streaming(dst + 2 * jj, encode8<Out>(ya, it.scale));
+      store_streaming(dst + 2 * jj + 1, encode8<Out>(yb, it.scale));
+    }
+  }
+}
+
+// One thread item per thread (grid-stride). The token's index entries are
+// read first; its input vectors are loaded only once it is known not to be
+// padding, then rotated, quantized and stored.
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kV>
 __global__ void __launch_bounds__(kVecBlock)
     fused_vec_kernel(const LaunchParams p, const VecGeometry g) {
   dependency_wait();
   dependents_launch();
   const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;
-  std::uint64_t i = std::uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (g.total_items <= 0xffffffffull) {
-    for (; i < g.total_items; i += stride) {
-      const std::uint32_t i32 = std::uint32_t(i);
-      const std::uint32_t t = i32 / g.items_per_token;
-      vec_item<In, Out, Cos, kR, kN, kDv>(p, g, t, i32 - t * g.items_per_token);
+  for (std::uint64_t i = std::uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < g.total_items;
+       i += stride) {
+    std::int64_t t;
+    std::uint32_t c;
+    if (g.total_items <= 0xffffffffull) {
+      const std::uint32_t tt = std::uint32_t(i) / g.items_per_token;
+      t = tt;
+      c = std::uint32_t(i) - tt * g.items_per_token;
+    } else {
+      const std::uint64_t tt = i / g.items_per_token;
+      t = std::int64_t(tt);
+      c = std::uint32_t(i - tt * g.items_per_token);
     }
-  } else {
-    for (; i < g.total_items; i += stride) {
-      const std::uint64_t t = i / g.items_per_token;
-      vec_item<In, Out, Cos, kR, kN, kDv>(p, g, std::int64_t(t),
-                                          std::uint32_t(i - t * g.items_per_token));
+    const TokenPlan plan = plan_token(p, t);
+    if (!plan.write) {
+      if (plan.bad && c == 0 && p.skipped_tokens != nullptr) atomicAdd(p.skipped_tokens, 1ull);
+      continue;
     }
+    VecItem<kV> it;
+    vec_issue<In, kR, kN, kDv, kV>(p, g, t, c, plan, it);
+    vec_finish<In, Out, Cos, kR, kN, kDv, kV>(p, it);
   }
 }
 
@@ -246,7 +269,7 @@ __device__ __forceinline__ float load_f32(const char* base, DType d, std::int64_
 }
 
 __device__ __forceinline__ void store_out(char* base, DType d, std::int64_t i, float v,
-                                          float scale) {
+                                          ScaleDivisor scale) {
   switch (d) {
     case DType::kFloat8E4M3FN:
       reinterpret_cast<std::uint8_t*>(base)[i] = store_value<DType::kFloat8E4M3FN>(v, scale);
@@ -273,7 +296,7 @@ __device__ __forceinline__ void store_out(char* base, DType d, std::int64_t i, f
 __device__ __forceinline__ void generic_row(const LaunchParams& p, const char* rope_src,
                                             char* rope_dst, const char* copy_src, char* copy_dst,
                                             std::int64_t copy_n, DType out, const char* cs,
-                                            float scale, int lane) {
+                                            ScaleDivisor scale, int lane) {
   const DType in = p.in_dtype;
   if (rope_dst != nullptr) {
     const std::int64_t half = p.rotary_dim / 2;

@@ -19,13 +19,13 @@ namespace {
 
 // One head row: rotary part. x and the cos/sin row are read, y written.
 using RopeRowFn = void (*)(const void* x, void* y, const void* cos_sin, std::int64_t rotary_dim,
-                           RopeStyle style, float scale);
+                           RopeStyle style, ScaleDivisor scale);
 // One head row: pass-through part (non-rotary q/k, value).
-using CopyRowFn = void (*)(const void* x, void* y, std::int64_t n, float scale);
+using CopyRowFn = void (*)(const void* x, void* y, std::int64_t n, ScaleDivisor scale);
 
 template <DType In, DType Out, DType Cos>
 void rope_row(const void* xv, void* yv, const void* csv, std::int64_t rotary_dim, RopeStyle style,
-              float scale) {
+              ScaleDivisor scale) {
   using I = typename Format<In>::storage;
   using O = typename Format<Out>::storage;
   using C = typename Format<Cos>::storage;
@@ -53,7 +53,7 @@ void rope_row(const void* xv, void* yv, const void* csv, std::int64_t rotary_dim
 }
 
 template <DType In, DType Out>
-void copy_row(const void* xv, void* yv, std::int64_t n, float scale) {
+void copy_row(const void* xv, void* yv, std::int64_t n, ScaleDivisor scale) {
   using I = typename Format<In>::storage;
   using O = typename Format<Out>::storage;
   const I* __restrict__ x = static_cast<const I*>(xv);
@@ -95,7 +95,8 @@ const char* elem(const char* base, std::int64_t elem_size, std::int64_t offset) 
 }
 
 // Runs one token: every q head, every k head, every v head.
-void run_token(const LaunchParams& p, const RowFns& fns, float qs, float ks, float vs,
+void run_token(const LaunchParams& p, const RowFns& fns, ScaleDivisor qs, ScaleDivisor ks,
+               ScaleDivisor vs,
                std::int64_t t) {
   const TokenPlan plan = plan_token(p, t);
   if (!plan.write) {
@@ -153,9 +154,9 @@ Result host_launch(const LaunchParams& p) noexcept {
   try {
     ensure_kokkos();
     const RowFns fns = select_rows(p);
-    const float qs = p.q_scale_ptr ? *p.q_scale_ptr : p.q_scale;
-    const float ks = p.k_scale_ptr ? *p.k_scale_ptr : p.k_scale;
-    const float vs = p.v_scale_ptr ? *p.v_scale_ptr : p.v_scale;
+    const ScaleDivisor qs = make_divisor(p.q_scale_ptr ? *p.q_scale_ptr : p.q_scale);
+    const ScaleDivisor ks = make_divisor(p.k_scale_ptr ? *p.k_scale_ptr : p.k_scale);
+    const ScaleDivisor vs = make_divisor(p.v_scale_ptr ? *p.v_scale_ptr : p.v_scale);
     Kokkos::parallel_for(
         "ropekv::host::rope_quant_append",
         Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace, Kokkos::IndexType<std::int64_t>>(

@@ -182,9 +182,47 @@ ROPEKV_HD PairIndex pair_index(RopeStyle style, std::int64_t p, std::int64_t hal
 }
 
 // ------------------------------------------------------------- quantization
-// The value stored for `v` with dequantization scale `scale` (FP8 outputs):
-// IEEE float32 division, then the format's encoder.
-ROPEKV_HD float apply_scale(float v, float scale) { return v / scale; }
+// The value stored for `v` with dequantization scale `scale` is
+// convert(RN(v / scale)): IEEE float32 division, then the format's encoder.
+//
+// The division is evaluated without a divide instruction: with the scale's
+// correctly rounded reciprocal y = RN(1/s) (once per call), q0 = RN(v*y) is
+// a faithful approximation of v/s, and one Markstein correction
+//   e = v - s*q0 (exact, by fma),  q1 = RN(q0 + e*y)
+// yields RN(v/s) exactly whenever no intermediate overflows or underflows
+// (Markstein's theorem). Outside that range, for scales in [2^-60, 2^60]
+// (what validation accepts for host scales; the documented range for device
+// scales):
+//  * q0 zero, infinite or NaN (v = ±0, ±inf, NaN, overflow): q0 itself is
+//    RN(v/s) or saturates the same way, and keeps the sign of zero;
+//  * |v| < 2^-100 (the remainder may underflow): the quotient is below
+//    2^-40 and may be off by an ulp, which no FP8 format can see (their
+//    smallest step is 2^-16 at most); likewise quotients from 2^127 on.
+// So every FP8 code equals the code of the IEEE quotient; tests compare the
+// two over every float32 input (GPU) or a dense sweep (host) for a set of
+// scales. Scales apply to FP8 outputs only.
+struct ScaleDivisor {
+  float scale, recip;
+};
+ROPEKV_HD ScaleDivisor make_divisor(float scale) {
+  ScaleDivisor d;
+  d.scale = scale;
+  d.recip = 1.0f / scale;  // IEEE division: correctly rounded
+  return d;
+}
+ROPEKV_HD float apply_scale(float v, ScaleDivisor d) {
+  const float q0 = v * d.recip;
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  const float e = ::fmaf(-d.scale, q0, v);
+  const float q1 = ::fmaf(e, d.recip, q0);
+#else
+  const float e = std::fmaf(-d.scale, q0, v);
+  const float q1 = std::fmaf(e, d.recip, q0);
+#endif
+  // q0 is zero, infinite or NaN <=> (|bits| - 1) wraps or reaches inf's bits.
+  const std::uint32_t special = (f32_bits(q0) & 0x7fffffffu) - 1u;
+  return special >= 0x7f7fffffu ? q0 : q1;
+}
 
 // ------------------------------------------------------------- cache addressing
 // Element offset of (page, entry, head) in a cache view with strides
@@ -262,10 +300,10 @@ struct Format<DType::kFloat8E4M3FNUZ> {
 };
 
 // The stored value of `v` in output format D with dequantization scale
-// `scale` (applied to quantized formats only).
+// divisor (applied to quantized formats only).
 template <DType D>
-ROPEKV_HD typename Format<D>::storage store_value(float v, float scale) {
-  return Format<D>::kQuantized ? Format<D>::encode(apply_scale(v, scale)) : Format<D>::encode(v);
+ROPEKV_HD typename Format<D>::storage store_value(float v, ScaleDivisor d) {
+  return Format<D>::kQuantized ? Format<D>::encode(apply_scale(v, d)) : Format<D>::encode(v);
 }
 
 }  // namespace detail

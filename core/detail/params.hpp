@@ -29,6 +29,7 @@ struct LaunchParams {
   std::int64_t num_q_heads = 0, num_kv_heads = 0;
   std::int64_t rotary_dim = 0, nope_dim = 0, v_dim = 0;  // R, N, Dv (Dv = 0 for MLA)
   std::int64_t max_pos = 0, page_size = 0, num_pages = 0;
+  int page_shift = -1;  // log2(page_size) when it is a power of two, else -1
 
   AttentionKind kind = AttentionKind::kGqa;
   RopeStyle style = RopeStyle::kNeox;
@@ -80,42 +81,76 @@ struct TokenPlan {
   std::int64_t page = 0, entry = 0;
 };
 
-// Reads token t's indices in the order that never touches a padding token's
-// other arrays: first the slot (or batch index), then the rest.
-ROPEKV_HD TokenPlan plan_token(const LaunchParams& p, std::int64_t t) {
+// Token t's own entries of the index arrays. They are read together, first,
+// so that their latencies overlap; nothing else of a token is read before
+// its slot (or batch index) says it is not padding.
+struct TokenIndices {
+  std::int64_t key = -1;     // slot (slot mapping) or batch index (page table); < 0 = padding
+  std::int64_t kv_pos = 0;   // page table only
+  std::int64_t pos = 0;      // RoPE position
+};
+
+ROPEKV_HD TokenIndices load_token_indices(const LaunchParams& p, std::int64_t t) {
+  TokenIndices ix;
+  if (p.addressing == Addressing::kSlotMapping) {
+    ix.key = read_index(p.slot_mapping, p.slot_i64, t);
+  } else {
+    ix.key = read_index(p.batch_indices, p.batch_i64, t);
+    ix.kv_pos = read_index(p.kv_positions, p.kv_positions_i64, t);
+  }
+  ix.pos = read_index(p.positions, p.positions_i64, t);
+  return ix;
+}
+
+// (page, entry) of a position within the sequence / a slot: shift and mask
+// when the page size is a power of two (page_shift >= 0), else divide.
+ROPEKV_HD PageEntry page_of(const LaunchParams& p, std::int64_t slot) {
+  if (p.page_shift >= 0) {
+    PageEntry pe;
+    pe.page = slot >> p.page_shift;
+    pe.entry = slot & (p.page_size - 1);
+    return pe;
+  }
+  return split_slot(slot, p.page_size);
+}
+
+// The rest of the plan: the page-table look-ups (dependent reads) and, in
+// checked mode, the bounds checks.
+ROPEKV_HD TokenPlan finish_plan(const LaunchParams& p, const TokenIndices& ix) {
   TokenPlan plan;
+  if (ix.key < 0) return plan;  // padding
   bool ok = true;
   if (p.addressing == Addressing::kSlotMapping) {
-    const std::int64_t slot = read_index(p.slot_mapping, p.slot_i64, t);
-    if (slot < 0) return plan;  // padding
-    const PageEntry pe = split_slot(slot, p.page_size);
+    const PageEntry pe = page_of(p, ix.key);
     plan.page = pe.page;
     plan.entry = pe.entry;
   } else {
-    const std::int64_t b = read_index(p.batch_indices, p.batch_i64, t);
-    if (b < 0) return plan;  // padding
-    const std::int64_t kv_pos = read_index(p.kv_positions, p.kv_positions_i64, t);
-    if (p.checked) ok = b < p.batch_size && kv_pos >= 0;
+    const std::int64_t b = ix.key;
+    if (p.checked) ok = b < p.batch_size && ix.kv_pos >= 0;
     if (ok) {
-      const std::int64_t first = read_index(p.kv_indptr, p.kv_indptr_i64, b);
-      const std::int64_t j = first + kv_pos / p.page_size;
+      const PageEntry pe = page_of(p, ix.kv_pos);  // (page within the sequence, entry)
+      const std::int64_t j = read_index(p.kv_indptr, p.kv_indptr_i64, b) + pe.page;
       if (p.checked) {
         const std::int64_t end = read_index(p.kv_indptr, p.kv_indptr_i64, b + 1);
         ok = j >= 0 && j < end && j < p.num_kv_indices;
       }
       if (ok) {
         plan.page = read_index(p.kv_indices, p.kv_indices_i64, j);
-        plan.entry = kv_pos % p.page_size;
+        plan.entry = pe.entry;
       }
     }
   }
-  if (ok) plan.pos = read_index(p.positions, p.positions_i64, t);
+  plan.pos = ix.pos;
   if (p.checked && ok) {
     ok = plan.page >= 0 && plan.page < p.num_pages && plan.pos >= 0 && plan.pos < p.max_pos;
   }
   plan.write = ok;
   plan.bad = !ok;
   return plan;
+}
+
+ROPEKV_HD TokenPlan plan_token(const LaunchParams& p, std::int64_t t) {
+  return finish_plan(p, load_token_indices(p, t));
 }
 
 }  // namespace detail

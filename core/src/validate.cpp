@@ -181,6 +181,11 @@ Result Validator::check_scale(const Scale& s, const char* name) const {
   if (!(std::isfinite(s.value) && s.value > 0.f))
     return make_result(Status::kErrorInvalidScale, "%s must be positive and finite, got %g", name,
                        static_cast<double>(s.value));
+  // The quantization step's exactness argument covers this range
+  // (core/detail/element_math.hpp, apply_scale).
+  if (s.value < 0x1p-60f || s.value > 0x1p60f)
+    return make_result(Status::kErrorInvalidScale, "%s must be in [2^-60, 2^60], got %g", name,
+                       static_cast<double>(s.value));
   return Result{};
 }
 
@@ -441,6 +446,10 @@ Result Validator::run(LaunchParams* out) {
   p.v_dim = vdim;
   p.max_pos = a.cos_sin_cache.extent[0];
   p.page_size = page_size;
+  if ((page_size & (page_size - 1)) == 0) {
+    p.page_shift = 0;
+    while ((std::int64_t(1) << p.page_shift) < page_size) ++p.page_shift;
+  }
   p.num_pages = num_pages;
   p.kind = a.kind;
   p.style = a.rope_style;
