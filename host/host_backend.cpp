@@ -2,16 +2,55 @@
 // Debian's Kokkos, parallel with a user's OpenMP/Threads build). It is the
 // reference that every device backend is checked against bit for bit, and a
 // real CPU fallback: the per-row loops are branch-free and vectorise.
+//
+// Speed (x86-64 with GCC): the row loops are compiled three times, for
+// x86-64-v4 (AVX-512), x86-64-v3 (AVX2 + FMA) and the baseline, and the best
+// one the CPU supports is picked at run time, so the library stays portable
+// (no -march needed) yet the explicit fmaf of the RoPE and the quantization
+// step become vector FMAs instead of libm calls. None of this changes a
+// result: the element math is the shared definition in
+// core/detail/element_math.hpp, compiled without contraction or fast-math.
+
+#if defined(__GNUC__) && !defined(__clang__)
+// Value-preserving: with the default -ftrapping-math GCC may not speculate the
+// float operations of the encoders' subnormal branch, turns their selects into
+// branches and vectorises nothing below AVX-512 (which has masked ops). No
+// trap is ever enabled here, and no result depends on this flag (it allows
+// neither contraction nor reassociation; division stays IEEE). Placed before
+// the includes so that the shared inline math compiled in this file carries
+// it too (GCC inlines only between functions of matching flags).
+#pragma GCC optimize("no-trapping-math")
+#endif
+
 #include <Kokkos_Core.hpp>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <string>
+#include <type_traits>
 
 #include "backends/backend.hpp"
 #include "detail/dispatch.hpp"
 #include "detail/element_math.hpp"
 #include "detail/lower.hpp"
 #include "detail/params.hpp"
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define ROPEKV_HOST_MULTI_ISA 1
+#define ROPEKV_HOST_TARGET_V4 __attribute__((target("arch=x86-64-v4"), flatten))
+#define ROPEKV_HOST_TARGET_V3 __attribute__((target("arch=x86-64-v3"), flatten))
+#else
+#define ROPEKV_HOST_MULTI_ISA 0
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+#define ROPEKV_HOST_INLINE __attribute__((always_inline)) inline
+#define ROPEKV_HOST_TARGET_BASE __attribute__((flatten))
+#define ROPEKV_RESTRICT __restrict__
+#else
+#define ROPEKV_HOST_INLINE inline
+#define ROPEKV_HOST_TARGET_BASE
+#define ROPEKV_RESTRICT
+#endif
 
 namespace ropekv {
 namespace detail {
@@ -23,29 +62,37 @@ using RopeRowFn = void (*)(const void* x, void* y, const void* cos_sin, std::int
 // One head row: pass-through part (non-rotary q/k, value).
 using CopyRowFn = void (*)(const void* x, void* y, std::int64_t n, ScaleDivisor scale);
 
-template <DType In, DType Out, DType Cos>
-void rope_row(const void* xv, void* yv, const void* csv, std::int64_t rotary_dim, RopeStyle style,
-              ScaleDivisor scale) {
+// ---------------------------------------------------------------- row bodies
+// Written once; each instruction set below gets its own inlined copy. kR is
+// the rotary dim when known at compile time (the fast path), else 0.
+template <DType In, DType Out, DType Cos, int kR = 0>
+ROPEKV_HOST_INLINE void rope_row(const void* xv, void* yv, const void* csv, std::int64_t rotary_dim,
+                                 RopeStyle style, ScaleDivisor scale) {
   using I = typename Format<In>::storage;
   using O = typename Format<Out>::storage;
   using C = typename Format<Cos>::storage;
-  const I* __restrict__ x = static_cast<const I*>(xv);
-  O* __restrict__ y = static_cast<O*>(yv);
-  const C* __restrict__ cs = static_cast<const C*>(csv);
-  const std::int64_t half = rotary_dim / 2;
+  const I* ROPEKV_RESTRICT x = static_cast<const I*>(xv);
+  O* ROPEKV_RESTRICT y = static_cast<O*>(yv);
+  // A compile-time trip count with an int index vectorises best.
+  using Index = std::conditional_t<(kR > 0), int, std::int64_t>;
+  const Index half = kR > 0 ? Index(kR / 2) : Index(rotary_dim / 2);
+  const C* ROPEKV_RESTRICT c = static_cast<const C*>(csv);  // cos, then sin at + half
+  const C* ROPEKV_RESTRICT s = c + half;
   if (style == RopeStyle::kNeox) {
-    for (std::int64_t p = 0; p < half; ++p) {
-      const RotatedPair r =
-          rotate_pair(Format<In>::decode(x[p]), Format<In>::decode(x[p + half]),
-                      Format<Cos>::decode(cs[p]), Format<Cos>::decode(cs[half + p]));
+    // x1 / y1 name the second half-row: every stream is unit-stride.
+    const I* ROPEKV_RESTRICT x1 = x + half;
+    O* ROPEKV_RESTRICT y1 = y + half;
+    for (Index p = 0; p < half; ++p) {
+      const RotatedPair r = rotate_pair(Format<In>::decode(x[p]), Format<In>::decode(x1[p]),
+                                        Format<Cos>::decode(c[p]), Format<Cos>::decode(s[p]));
       y[p] = store_value<Out>(r.y, scale);
-      y[p + half] = store_value<Out>(r.yp, scale);
+      y1[p] = store_value<Out>(r.yp, scale);
     }
   } else {
-    for (std::int64_t p = 0; p < half; ++p) {
+    for (Index p = 0; p < half; ++p) {
       const RotatedPair r =
           rotate_pair(Format<In>::decode(x[2 * p]), Format<In>::decode(x[2 * p + 1]),
-                      Format<Cos>::decode(cs[p]), Format<Cos>::decode(cs[half + p]));
+                      Format<Cos>::decode(c[p]), Format<Cos>::decode(s[p]));
       y[2 * p] = store_value<Out>(r.y, scale);
       y[2 * p + 1] = store_value<Out>(r.yp, scale);
     }
@@ -53,38 +100,242 @@ void rope_row(const void* xv, void* yv, const void* csv, std::int64_t rotary_dim
 }
 
 template <DType In, DType Out>
-void copy_row(const void* xv, void* yv, std::int64_t n, ScaleDivisor scale) {
+ROPEKV_HOST_INLINE void copy_row(const void* xv, void* yv, std::int64_t n, ScaleDivisor scale) {
   using I = typename Format<In>::storage;
   using O = typename Format<Out>::storage;
-  const I* __restrict__ x = static_cast<const I*>(xv);
-  O* __restrict__ y = static_cast<O*>(yv);
+  const I* ROPEKV_RESTRICT x = static_cast<const I*>(xv);
+  O* ROPEKV_RESTRICT y = static_cast<O*>(yv);
   for (std::int64_t i = 0; i < n; ++i) y[i] = store_value<Out>(Format<In>::decode(x[i]), scale);
 }
+
+// ---------------------------------------------------------------- fast token path
+// The common case in one inlined body per token: FP8 output for q and cache
+// alike, fp32 cos/sin table, a rotary dim known at compile time (64 or 128),
+// one RoPE style. The cos/sin row is loaded once for all heads of the token,
+// and every row loop has a constant trip count.
+struct Divisors {
+  ScaleDivisor q, k, v;
+};
+
+template <DType In, DType Out, RopeStyle Style, int R>
+ROPEKV_HOST_INLINE void fast_token(const LaunchParams& p, const Divisors& d, std::int64_t t) {
+  using I = typename Format<In>::storage;
+  using O = typename Format<Out>::storage;
+  const TokenPlan plan = plan_token(p, t);
+  if (!plan.write) {
+    if (plan.bad && p.skipped_tokens != nullptr) Kokkos::atomic_add(p.skipped_tokens, 1ull);
+    return;
+  }
+#if defined(__GNUC__) || defined(__clang__)
+  // Decode batches scatter tokens over random pages: ask for the next
+  // token's cache lines now (with intent to write) so that their misses
+  // overlap this token's work.
+  if (t + 1 < p.nnz) {
+    const TokenPlan next = plan_token(p, t + 1);
+    if (next.write) {
+      const std::int64_t kbytes = R * std::int64_t(sizeof(O)),
+                         vbytes = p.v_dim * std::int64_t(sizeof(O));
+      for (std::int64_t h = 0; h < p.num_kv_heads; ++h) {
+        const char* kr = reinterpret_cast<const char*>(
+            reinterpret_cast<O*>(p.k_cache_rope.data) +
+            cache_offset(next.page, next.entry, h, p.k_cache_rope.stride));
+        for (std::int64_t o = 0; o < kbytes; o += 64) __builtin_prefetch(kr + o, 1);
+        if (vbytes > 0) {
+          const char* vr = reinterpret_cast<const char*>(
+              reinterpret_cast<O*>(p.v_cache.data) +
+              cache_offset(next.page, next.entry, h, p.v_cache.stride));
+          for (std::int64_t o = 0; o < vbytes; o += 64) __builtin_prefetch(vr + o, 1);
+        }
+      }
+    }
+  }
+#endif
+  const float* cs = reinterpret_cast<const float*>(p.cos_sin) + plan.pos * p.cos_row_stride;
+  const std::int64_t n = p.nope_dim;
+  // Each head's rotary then non-rotary part: the order of a [rope | nope]
+  // head in memory, which the hardware prefetchers follow.
+  const I* q_rope = reinterpret_cast<const I*>(p.q_rope.data) + t * p.q_rope.token_stride;
+  O* q_rope_out = reinterpret_cast<O*>(p.q_rope_out.data) + t * p.q_rope_out.token_stride;
+  const I* q_nope = reinterpret_cast<const I*>(p.q_nope.data) + t * p.q_nope.token_stride;
+  O* q_nope_out = reinterpret_cast<O*>(p.q_nope_out.data) + t * p.q_nope_out.token_stride;
+  for (std::int64_t h = 0; h < p.num_q_heads; ++h) {
+    rope_row<In, Out, DType::kFloat32, R>(q_rope + h * p.q_rope.head_stride,
+                                          q_rope_out + h * p.q_rope_out.head_stride, cs, R, Style,
+                                          d.q);
+    if (n > 0)
+      copy_row<In, Out>(q_nope + h * p.q_nope.head_stride,
+                        q_nope_out + h * p.q_nope_out.head_stride, n, d.q);
+  }
+  const I* k_rope = reinterpret_cast<const I*>(p.k_rope.data) + t * p.k_rope.token_stride;
+  O* k_cache = reinterpret_cast<O*>(p.k_cache_rope.data);
+  const I* k_nope = reinterpret_cast<const I*>(p.k_nope.data) + t * p.k_nope.token_stride;
+  O* k_cache_nope = reinterpret_cast<O*>(p.k_cache_nope.data);
+  for (std::int64_t h = 0; h < p.num_kv_heads; ++h) {
+    rope_row<In, Out, DType::kFloat32, R>(
+        k_rope + h * p.k_rope.head_stride,
+        k_cache + cache_offset(plan.page, plan.entry, h, p.k_cache_rope.stride), cs, R, Style, d.k);
+    if (n > 0)
+      copy_row<In, Out>(
+          k_nope + h * p.k_nope.head_stride,
+          k_cache_nope + cache_offset(plan.page, plan.entry, h, p.k_cache_nope.stride), n, d.k);
+  }
+  if (p.v_dim > 0) {
+    const I* v = reinterpret_cast<const I*>(p.v.data) + t * p.v.token_stride;
+    O* v_cache = reinterpret_cast<O*>(p.v_cache.data);
+    for (std::int64_t h = 0; h < p.num_kv_heads; ++h)
+      copy_row<In, Out>(v + h * p.v.head_stride,
+                        v_cache + cache_offset(plan.page, plan.entry, h, p.v_cache.stride), p.v_dim,
+                        d.v);
+  }
+}
+
+using TokenFn = void (*)(const LaunchParams& p, const Divisors& d, std::int64_t t);
+
+// ---------------------------------------------------------------- instruction sets
+// Each struct holds out-of-line row functions compiled for one instruction
+// set; `flatten` inlines the row body and the whole element math into them.
+#define ROPEKV_HOST_ROW_FNS(TARGET)                                                        \
+  template <DType In, DType Out, DType Cos>                                                \
+  TARGET static void rope(const void* x, void* y, const void* cs, std::int64_t rotary_dim, \
+                          RopeStyle style, ScaleDivisor scale) {                           \
+    rope_row<In, Out, Cos>(x, y, cs, rotary_dim, style, scale);                            \
+  }                                                                                        \
+  template <DType In, DType Out>                                                           \
+  TARGET static void copy(const void* x, void* y, std::int64_t n, ScaleDivisor scale) {    \
+    copy_row<In, Out>(x, y, n, scale);                                                     \
+  }                                                                                        \
+  template <DType In, DType Out, RopeStyle Style, int R>                                   \
+  TARGET static void token(const LaunchParams& p, const Divisors& d, std::int64_t t) {     \
+    fast_token<In, Out, Style, R>(p, d, t);                                                \
+  }
+
+// kFastPath: whether the fast token path is instantiated for this set (not for
+// the baseline of x86-64, where fmaf is a library call whatever the loop).
+struct IsaBase {
+  static constexpr bool kFastPath = !ROPEKV_HOST_MULTI_ISA;
+  ROPEKV_HOST_ROW_FNS(ROPEKV_HOST_TARGET_BASE)
+};
+#if ROPEKV_HOST_MULTI_ISA
+struct IsaAvx2 {  // x86-64-v3: AVX2, FMA, BMI2
+  static constexpr bool kFastPath = true;
+  ROPEKV_HOST_ROW_FNS(ROPEKV_HOST_TARGET_V3)
+};
+struct IsaAvx512 {  // x86-64-v4: AVX-512 F/BW/CD/DQ/VL
+  static constexpr bool kFastPath = true;
+  ROPEKV_HOST_ROW_FNS(ROPEKV_HOST_TARGET_V4)
+};
+#endif
+#undef ROPEKV_HOST_ROW_FNS
 
 struct RowFns {
   RopeRowFn q_rope, k_rope;
   CopyRowFn q_copy, kv_copy;
 };
 
+// The cos/sin table is fp32 or the input dtype (validated).
+template <class Isa>
 RowFns select_rows(const LaunchParams& p) {
   RowFns fns{};
   dispatch_input(p.in_dtype, [&](auto in) {
-    dispatch_input(p.cos_dtype, [&](auto cos) {
+    constexpr DType kIn = decltype(in)::value;
+    auto pick_rope = [&](auto cos) {
+      constexpr DType kCos = decltype(cos)::value;
       dispatch_output(p.q_out_dtype, [&](auto out) {
-        fns.q_rope = &rope_row<decltype(in)::value, decltype(out)::value, decltype(cos)::value>;
+        fns.q_rope = &Isa::template rope<kIn, decltype(out)::value, kCos>;
       });
       dispatch_output(p.cache_dtype, [&](auto out) {
-        fns.k_rope = &rope_row<decltype(in)::value, decltype(out)::value, decltype(cos)::value>;
+        fns.k_rope = &Isa::template rope<kIn, decltype(out)::value, kCos>;
       });
-    });
-    dispatch_output(p.q_out_dtype, [&](auto out) {
-      fns.q_copy = &copy_row<decltype(in)::value, decltype(out)::value>;
-    });
+    };
+    if (p.cos_dtype == DType::kFloat32)
+      pick_rope(DTypeTag<DType::kFloat32>{});
+    else
+      pick_rope(DTypeTag<kIn>{});
+    dispatch_output(p.q_out_dtype,
+                    [&](auto out) { fns.q_copy = &Isa::template copy<kIn, decltype(out)::value>; });
     dispatch_output(p.cache_dtype, [&](auto out) {
-      fns.kv_copy = &copy_row<decltype(in)::value, decltype(out)::value>;
+      fns.kv_copy = &Isa::template copy<kIn, decltype(out)::value>;
     });
   });
   return fns;
+}
+
+// The fast token function for `p`, or null when `p` is not a fast-path case.
+template <class Isa>
+TokenFn select_token(const LaunchParams& p) {
+  TokenFn fn = nullptr;
+  if constexpr (Isa::kFastPath) {
+    const bool fp8_out =
+        p.q_out_dtype == p.cache_dtype &&
+        (p.cache_dtype == DType::kFloat8E4M3FN || p.cache_dtype == DType::kFloat8E5M2 ||
+         p.cache_dtype == DType::kFloat8E4M3FNUZ);
+    const bool half_in = p.in_dtype == DType::kBFloat16 || p.in_dtype == DType::kFloat16;
+    if (!fp8_out || !half_in || p.cos_dtype != DType::kFloat32 ||
+        (p.rotary_dim != 64 && p.rotary_dim != 128))
+      return nullptr;
+    auto pick = [&](auto in, auto out, auto r) {
+      constexpr DType kIn = decltype(in)::value, kOut = decltype(out)::value;
+      constexpr int kR = decltype(r)::value;
+      fn = p.style == RopeStyle::kNeox
+               ? &Isa::template token<kIn, kOut, RopeStyle::kNeox, kR>
+               : &Isa::template token<kIn, kOut, RopeStyle::kInterleaved, kR>;
+    };
+    auto with_out = [&](auto in, auto r) {
+      switch (p.cache_dtype) {
+        case DType::kFloat8E4M3FN: pick(in, DTypeTag<DType::kFloat8E4M3FN>{}, r); break;
+        case DType::kFloat8E5M2: pick(in, DTypeTag<DType::kFloat8E5M2>{}, r); break;
+        default: pick(in, DTypeTag<DType::kFloat8E4M3FNUZ>{}, r); break;
+      }
+    };
+    auto with_in = [&](auto r) {
+      if (p.in_dtype == DType::kBFloat16)
+        with_out(DTypeTag<DType::kBFloat16>{}, r);
+      else
+        with_out(DTypeTag<DType::kFloat16>{}, r);
+    };
+    if (p.rotary_dim == 64)
+      with_in(std::integral_constant<int, 64>{});
+    else
+      with_in(std::integral_constant<int, 128>{});
+  }
+  return fn;
+}
+
+// What runs each token: a fast token function, else the row functions.
+struct Kernel {
+  TokenFn token = nullptr;
+  RowFns rows{};
+};
+
+template <class Isa>
+Kernel select_kernel(const LaunchParams& p) {
+  Kernel k;
+  k.token = select_token<Isa>(p);
+  if (k.token == nullptr) k.rows = select_rows<Isa>(p);
+  return k;
+}
+
+// For the widest instruction set this CPU (and OS) supports.
+Kernel select_kernel_for_cpu(const LaunchParams& p) {
+#if ROPEKV_HOST_MULTI_ISA
+  static const int level = [] {
+    __builtin_cpu_init();
+    int l = __builtin_cpu_supports("x86-64-v4") ? 2 : __builtin_cpu_supports("x86-64-v3") ? 1 : 0;
+    // For tests and measurements: ROPEKV_HOST_ISA=avx2|baseline lowers the
+    // level (it never raises it above what the CPU supports).
+    if (const char* env = std::getenv("ROPEKV_HOST_ISA")) {
+      const std::string want(env);
+      if (want == "baseline")
+        l = 0;
+      else if (want == "avx2" && l > 1)
+        l = 1;
+    }
+    return l;
+  }();
+  if (level == 2) return select_kernel<IsaAvx512>(p);
+  if (level == 1) return select_kernel<IsaAvx2>(p);
+#endif
+  return select_kernel<IsaBase>(p);
 }
 
 char* elem(char* base, std::int64_t elem_size, std::int64_t offset) {
@@ -96,8 +347,7 @@ const char* elem(const char* base, std::int64_t elem_size, std::int64_t offset) 
 
 // Runs one token: every q head, every k head, every v head.
 void run_token(const LaunchParams& p, const RowFns& fns, ScaleDivisor qs, ScaleDivisor ks,
-               ScaleDivisor vs,
-               std::int64_t t) {
+               ScaleDivisor vs, std::int64_t t) {
   const TokenPlan plan = plan_token(p, t);
   if (!plan.write) {
     if (plan.bad && p.skipped_tokens != nullptr) Kokkos::atomic_add(p.skipped_tokens, 1ull);
@@ -128,9 +378,10 @@ void run_token(const LaunchParams& p, const RowFns& fns, ScaleDivisor qs, ScaleD
                        cache_offset(plan.page, plan.entry, h, p.k_cache_nope.stride)),
                   p.nope_dim, ks);
     if (p.v_dim > 0)
-      fns.kv_copy(elem(p.v.data, in, t * p.v.token_stride + h * p.v.head_stride),
-                  elem(p.v_cache.data, cd, cache_offset(plan.page, plan.entry, h, p.v_cache.stride)),
-                  p.v_dim, vs);
+      fns.kv_copy(
+          elem(p.v.data, in, t * p.v.token_stride + h * p.v.head_stride),
+          elem(p.v_cache.data, cd, cache_offset(plan.page, plan.entry, h, p.v_cache.stride)),
+          p.v_dim, vs);
   }
 }
 
@@ -153,15 +404,22 @@ bool host_available() noexcept { return true; }
 Result host_launch(const LaunchParams& p) noexcept {
   try {
     ensure_kokkos();
-    const RowFns fns = select_rows(p);
-    const ScaleDivisor qs = make_divisor(p.q_scale_ptr ? *p.q_scale_ptr : p.q_scale);
-    const ScaleDivisor ks = make_divisor(p.k_scale_ptr ? *p.k_scale_ptr : p.k_scale);
-    const ScaleDivisor vs = make_divisor(p.v_scale_ptr ? *p.v_scale_ptr : p.v_scale);
-    Kokkos::parallel_for(
-        "ropekv::host::rope_quant_append",
-        Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace, Kokkos::IndexType<std::int64_t>>(
-            0, p.nnz),
-        [=](std::int64_t t) { run_token(p, fns, qs, ks, vs, t); });
+    const Kernel kernel = select_kernel_for_cpu(p);
+    Divisors d;
+    d.q = make_divisor(p.q_scale_ptr ? *p.q_scale_ptr : p.q_scale);
+    d.k = make_divisor(p.k_scale_ptr ? *p.k_scale_ptr : p.k_scale);
+    d.v = make_divisor(p.v_scale_ptr ? *p.v_scale_ptr : p.v_scale);
+    using Policy =
+        Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+    if (kernel.token != nullptr) {
+      const TokenFn token = kernel.token;
+      Kokkos::parallel_for("ropekv::host::rope_quant_append", Policy(0, p.nnz),
+                           [=](std::int64_t t) { token(p, d, t); });
+    } else {
+      const RowFns fns = kernel.rows;
+      Kokkos::parallel_for("ropekv::host::rope_quant_append", Policy(0, p.nnz),
+                           [=](std::int64_t t) { run_token(p, fns, d.q, d.k, d.v, t); });
+    }
     Kokkos::DefaultHostExecutionSpace().fence();
   } catch (const std::exception& e) {
     return make_result(Status::kErrorLaunchFailed, "host backend failed: %s", e.what());

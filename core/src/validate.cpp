@@ -45,7 +45,7 @@ struct Span {
 };
 Span span_of(const TensorView& v) {
   Span s;
-  if (!v.present() || v.numel() == 0 || v.data == nullptr) return s;
+  if (!v.present() || v.rank > 4 || v.numel() == 0 || v.data == nullptr) return s;
   std::int64_t last = 0;
   for (int k = 0; k < v.rank; ++k) last += (v.extent[k] - 1) * v.stride[k];
   const std::uintptr_t es = size_of(v.dtype);
@@ -77,10 +77,38 @@ std::int64_t inner_span_bytes(const TensorView& v, std::int64_t period) {
 // union of translates by multiples of T of one segment each, and the two
 // segments are disjoint modulo T. This proves NHD/HND rotary vs non-rotary
 // views, stacked K/V caches and MLA [latent | rope] entries disjoint.
+bool self_disjoint(const TensorView& v);
+
+// Two views over one index space (same dtype, rank, outer extents and
+// strides) whose rows sit side by side: b's row starts d >= len(a) elements
+// after a's. They are disjoint when the view of the combined rows (a's base,
+// last extent d + len(b)) does not overlap itself: a padded page or token
+// stride of any size, e.g. rotary / non-rotary parts of one head.
+bool side_by_side(const TensorView& a, const TensorView& b) {
+  if (a.dtype != b.dtype || a.rank != b.rank || a.rank < 2) return false;
+  const int last = a.rank - 1;
+  for (int k = 0; k < last; ++k)
+    if (a.extent[k] != b.extent[k] || a.stride[k] != b.stride[k]) return false;
+  const std::int64_t es = std::int64_t(size_of(a.dtype));
+  const std::int64_t bytes = std::int64_t(reinterpret_cast<std::uintptr_t>(b.data)) -
+                             std::int64_t(reinterpret_cast<std::uintptr_t>(a.data));
+  if (bytes % es != 0) return false;
+  const std::int64_t d = bytes / es;
+  const TensorView& lo = d >= 0 ? a : b;
+  const TensorView& hi = d >= 0 ? b : a;
+  const std::int64_t gap = d >= 0 ? d : -d;
+  if (gap < lo.extent[last]) return false;
+  TensorView both = lo;
+  both.extent[last] = gap + hi.extent[last];
+  both.stride[last] = 1;
+  return self_disjoint(both);
+}
+
 bool provably_disjoint(const TensorView& a, const TensorView& b) {
   const Span sa = span_of(a), sb = span_of(b);
   if (sa.lo == sa.hi || sb.lo == sb.hi) return true;
   if (sa.hi <= sb.lo || sb.hi <= sa.lo) return true;
+  if (side_by_side(a, b)) return true;
   const TensorView* views[2] = {&a, &b};
   for (const TensorView* src : views) {
     for (int k = 0; k < src->rank - 1; ++k) {
@@ -189,13 +217,33 @@ Result Validator::check_scale(const Scale& s, const char* name) const {
   return Result{};
 }
 
+// A one-element view of a scalar (scale pointer, skipped-token counter).
+TensorView scalar_view(const void* p, DType dtype) {
+  TensorView v;
+  v.data = const_cast<void*>(p);
+  v.dtype = dtype;
+  v.rank = p != nullptr ? 1 : 0;
+  v.extent[0] = 1;
+  v.stride[0] = 1;
+  return v;
+}
+
 Result Validator::check_overlaps() const {
   const CacheIndex& ci = a_.cache_index;
+  const bool slots = ci.form == Addressing::kSlotMapping;
+  const TensorView none;
+  // The checked-mode counter is written too.
+  const TensorView skipped = scalar_view(a_.checked.skipped_tokens, DType::kInt64);
+  const TensorView qs = scalar_view(a_.q_scale.device, DType::kFloat32);
+  const TensorView ks = scalar_view(a_.k_scale.device, DType::kFloat32);
+  const TensorView vs = scalar_view(a_.v_scale.device, DType::kFloat32);
   const Named outputs[] = {{&a_.q_rope_out, "q_rope_out"},
                            {&a_.q_nope_out, "q_nope_out"},
                            {&a_.k_cache_rope, "k_cache_rope"},
                            {&a_.k_cache_nope, "k_cache_nope"},
-                           {&a_.v_cache, "v_cache"}};
+                           {&a_.v_cache, "v_cache"},
+                           {&skipped, "checked.skipped_tokens"}};
+  // Only the views of the active addressing form are read.
   const Named inputs[] = {{&a_.q_rope, "q_rope"},
                           {&a_.q_nope, "q_nope"},
                           {&a_.k_rope, "k_rope"},
@@ -203,11 +251,15 @@ Result Validator::check_overlaps() const {
                           {&a_.v, "v"},
                           {&a_.cos_sin_cache, "cos_sin_cache"},
                           {&a_.positions, "positions"},
-                          {&ci.slot_mapping, "cache_index.slot_mapping"},
-                          {&ci.kv_indices, "cache_index.kv_indices"},
-                          {&ci.kv_indptr, "cache_index.kv_indptr"},
-                          {&ci.batch_indices, "cache_index.batch_indices"},
-                          {&ci.kv_positions, "cache_index.kv_positions"}};
+                          {&qs, "q_scale.device"},
+                          {&ks, "k_scale.device"},
+                          {&vs, "v_scale.device"},
+                          {slots ? &ci.slot_mapping : &none, "cache_index.slot_mapping"},
+                          {slots ? &none : &ci.kv_indices, "cache_index.kv_indices"},
+                          {slots ? &none : &ci.kv_indptr, "cache_index.kv_indptr"},
+                          {slots ? &none : &ci.batch_indices, "cache_index.batch_indices"},
+                          {slots ? &none : &ci.kv_positions, "cache_index.kv_positions"}};
+  constexpr std::size_t kOutputs = sizeof(outputs) / sizeof(outputs[0]);
   for (const Named& o : outputs) {
     if (!self_disjoint(*o.view))
       return make_result(Status::kErrorOverlap,
@@ -215,8 +267,8 @@ Result Validator::check_overlaps() const {
                          "elements)",
                          o.name);
   }
-  for (std::size_t i = 0; i < 5; ++i) {
-    for (std::size_t j = i + 1; j < 5; ++j) {
+  for (std::size_t i = 0; i < kOutputs; ++i) {
+    for (std::size_t j = i + 1; j < kOutputs; ++j) {
       if (!provably_disjoint(*outputs[i].view, *outputs[j].view))
         return make_result(Status::kErrorOverlap, "%s and %s must not overlap", outputs[i].name,
                            outputs[j].name);
@@ -257,6 +309,10 @@ Result Validator::run(LaunchParams* out) {
   ROPEKV_TRY(check_view(a.q_rope, "q_rope", 3));
   ROPEKV_TRY(check_view(a.k_rope, "k_rope", 3));
   ROPEKV_TRY(check_view(a.q_rope_out, "q_rope_out", 3));
+  if (a.k_cache_rope.rank == 4 && a.k_cache_rope.extent[1] <= 0)
+    return make_result(Status::kErrorInvalidPageSize,
+                       "page_size (k_cache_rope.extent[1]) must be > 0, got %lld",
+                       static_cast<long long>(a.k_cache_rope.extent[1]));
   ROPEKV_TRY(check_view(a.k_cache_rope, "k_cache_rope", 4));
   ROPEKV_TRY(check_view(a.cos_sin_cache, "cos_sin_cache", 2));
   ROPEKV_TRY(check_view(a.positions, "positions", 1));
@@ -325,12 +381,15 @@ Result Validator::run(LaunchParams* out) {
     return make_result(Status::kErrorUnsupportedDType,
                        "cos_sin_cache.dtype must be fp32 or the input dtype (%s), got %s",
                        to_string(in), to_string(cs));
-  const Named index_views[] = {{&a.positions, "positions"},
-                               {&ci.slot_mapping, "cache_index.slot_mapping"},
-                               {&ci.kv_indices, "cache_index.kv_indices"},
-                               {&ci.kv_indptr, "cache_index.kv_indptr"},
-                               {&ci.batch_indices, "cache_index.batch_indices"},
-                               {&ci.kv_positions, "cache_index.kv_positions"}};
+  const bool slots = ci.form == Addressing::kSlotMapping;
+  const TensorView none;
+  const Named index_views[] = {
+      {&a.positions, "positions"},
+      {slots ? &ci.slot_mapping : &none, "cache_index.slot_mapping"},
+      {slots ? &none : &ci.kv_indices, "cache_index.kv_indices"},
+      {slots ? &none : &ci.kv_indptr, "cache_index.kv_indptr"},
+      {slots ? &none : &ci.batch_indices, "cache_index.batch_indices"},
+      {slots ? &none : &ci.kv_positions, "cache_index.kv_positions"}};
   for (const Named& n : index_views) {
     if (n.view->present() && !is_index_dtype(n.view->dtype))
       return make_result(Status::kErrorUnsupportedDType, "%s.dtype must be int32 or int64, got %s",
@@ -390,14 +449,14 @@ Result Validator::run(LaunchParams* out) {
     ROPEKV_TRY(check_extent(a.q_nope, "q_nope", 1, hq, "Hq"));
     ROPEKV_TRY(check_extent(a.k_nope, "k_nope", 0, nnz, "nnz"));
     ROPEKV_TRY(check_extent(a.k_nope, "k_nope", 1, hk, "Hk"));
-    ROPEKV_TRY(check_extent(a.k_nope, "k_nope", 2, ndim, "N (q_nope.extent[2])"));
+    ROPEKV_TRY(check_extent(a.k_nope, "k_nope", 2, ndim, "N = q_nope.extent[2]"));
     ROPEKV_TRY(check_extent(a.q_nope_out, "q_nope_out", 0, nnz, "nnz"));
     ROPEKV_TRY(check_extent(a.q_nope_out, "q_nope_out", 1, hq, "Hq"));
-    ROPEKV_TRY(check_extent(a.q_nope_out, "q_nope_out", 2, ndim, "N (q_nope.extent[2])"));
+    ROPEKV_TRY(check_extent(a.q_nope_out, "q_nope_out", 2, ndim, "N = q_nope.extent[2]"));
     ROPEKV_TRY(check_extent(a.k_cache_nope, "k_cache_nope", 0, num_pages, "num_pages"));
     ROPEKV_TRY(check_extent(a.k_cache_nope, "k_cache_nope", 1, page_size, "page_size"));
     ROPEKV_TRY(check_extent(a.k_cache_nope, "k_cache_nope", 2, hk, "Hk"));
-    ROPEKV_TRY(check_extent(a.k_cache_nope, "k_cache_nope", 3, ndim, "N (q_nope.extent[2])"));
+    ROPEKV_TRY(check_extent(a.k_cache_nope, "k_cache_nope", 3, ndim, "N = q_nope.extent[2]"));
   }
   std::int64_t vdim = 0;
   if (!mla) {
@@ -410,7 +469,7 @@ Result Validator::run(LaunchParams* out) {
     ROPEKV_TRY(check_extent(a.v_cache, "v_cache", 0, num_pages, "num_pages"));
     ROPEKV_TRY(check_extent(a.v_cache, "v_cache", 1, page_size, "page_size"));
     ROPEKV_TRY(check_extent(a.v_cache, "v_cache", 2, hk, "Hk"));
-    ROPEKV_TRY(check_extent(a.v_cache, "v_cache", 3, vdim, "Dv (v.extent[2])"));
+    ROPEKV_TRY(check_extent(a.v_cache, "v_cache", 3, vdim, "Dv = v.extent[2]"));
   }
   std::int64_t batch = 0;
   if (ci.form == Addressing::kSlotMapping) {

@@ -1,0 +1,322 @@
+// ropekv_perf: the perf suite (Google Benchmark) of the fused op and of the
+// unfused baseline, for every compiled backend, over the canonical shapes of
+// ../shared/notes/PERF.md. Run with --help for what it measures.
+//
+// stdout carries only Google Benchmark's output (so --benchmark_format=json
+// stays valid JSON); the copy ceilings and notes go to stderr.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "perf_problem.hpp"
+#include "ropekv/ropekv.hpp"
+#include "unfused.hpp"
+#if ROPEKV_ENABLE_CUDA
+#include "cuda_perf.hpp"
+#endif
+
+namespace ropekv_perf {
+namespace {
+
+void print_help() {
+  std::printf(
+      "ropekv_perf: fused RoPE + FP8 quantize + paged KV-cache append vs the unfused\n"
+      "baseline (RoPE in bf16, then quantize q, then reshape_and_cache), per backend.\n"
+      "\n"
+      "Benchmarks are named BACKEND/SHAPE/nnz:TOKENS, BACKEND one of\n"
+      "  host, host-unfused         Kokkos host backend / plain host loops\n"
+      "  cuda, cuda-pdl, cuda-unfused  CUDA backend (cuda-pdl: programmatic dependent\n"
+      "                             launch, decode sizes only) / three simple kernels\n"
+      "Shapes (bf16 in, e4m3fn out, fp32 cos/sin, NHD cache, page size 16, NeoX,\n"
+      "slot mapping, k/v scale equal unless noted):\n"
+      "  gpt-oss-120b-tp8 (Hq 8, Hk 1, D 64, R 64), gpt-oss-120b-tp1 (64/8/64/64),\n"
+      "  llama-3.1-8b (32/8/128/128), llama-3.1-70b-tp8 (8/1/128/128),\n"
+      "  partial-rotary (32/8/128, R 64), deepseek-v3-mla-tp8 (MLA: Hq 16, q 64 rope +\n"
+      "  512 nope, k 64 rope + 512 latent, no V, interleaved, vLLM [latent|rope] cache);\n"
+      "  variants of llama-3.1-8b: -hnd (HND cache), -ps64 (page size 64), -kvscales\n"
+      "  (k scale != v scale), -generic (token stride odd: every row misaligned, so\n"
+      "  the generic path runs; compare with llama-3.1-8b for the vector path).\n"
+      "Token counts: decode 1, 8, 64, 256, 1024 (one token per sequence, random\n"
+      "positions < 4016, shuffled pages), prefill 8192, 32768 (4 sequences).\n"
+      "HOST SET IS TRIMMED (2-core CI machine, full run in a few minutes): nnz 1, 64,\n"
+      "1024, 8192 per shape, 32768 for llama-3.1-8b only, variants at 64 and 8192.\n"
+      "GPU set: every shape and variant at every token count.\n"
+      "\n"
+      "Counters: us_per_call; GBps = byte-model bytes / time (per token: read q,k,v\n"
+      "bf16, the fp32 cos/sin row, int64 position + slot; write q,k,v e4m3fn; the\n"
+      "unfused baseline is charged the same bytes, i.e. its effective bandwidth);\n"
+      "pct_of_copy = GBps / copy_GBps, the copy ceiling measured in this run (host:\n"
+      "one-thread memcpy of 256 MiB, GPU: cudaMemcpyAsync device-to-device of 1 GiB,\n"
+      "both counting bytes read + written, median of several); speedup_vs_unfused =\n"
+      "unfused time / fused time, both measured in this run.\n"
+      "Host timing: wall time of back-to-back calls (decode sizes are cache-warm).\n"
+      "GPU timing: CUDA events around a graph of >= 100 back-to-back calls rotating\n"
+      "over enough buffer sets that the data set exceeds 240 MB (4x the H200's L2;\n"
+      "label 'l2-resident' when 1000 calls cannot reach that), 2 warm-up replays,\n"
+      "median of 9 timed replays; the fused output is checked bit for bit against\n"
+      "the host backend first (nnz <= 1024, when the host backend is compiled).\n"
+      "The ceilings are printed on stderr. Run only the GPU part with\n"
+      "--benchmark_filter='^cuda'.\n"
+      "\n");
+  benchmark::PrintDefaultHelp();
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string bench_name(const char* backend, const Shape& s, std::int64_t nnz) {
+  return std::string(backend) + "/" + s.name + "/nnz:" + std::to_string(nnz);
+}
+
+// Unfused times measured in this run, by "backend/shape/nnz" (fused name).
+std::map<std::string, double>& unfused_us() {
+  static std::map<std::string, double> m;
+  return m;
+}
+
+void set_counters(benchmark::State& st, const Shape& s, std::int64_t nnz, double us,
+                  double copy_gbps) {
+  const double gbps = model_bytes(s, nnz) / (us * 1e-6) / 1e9;
+  st.counters["us_per_call"] = us;
+  st.counters["GBps"] = gbps;
+  st.counters["copy_GBps"] = copy_gbps;
+  st.counters["pct_of_copy"] = copy_gbps > 0 ? 100.0 * gbps / copy_gbps : 0.0;
+  st.counters["MB_per_call"] = model_bytes(s, nnz) / 1e6;
+}
+
+// ------------------------------------------------------------------ host
+// One-thread memcpy of 256 MiB, bytes read + written, median of 7.
+double host_copy_gbps() {
+  static const double gbps = [] {
+    const std::size_t n = std::size_t(256) << 20;
+    std::vector<char> a(n, 1), b(n, 2);
+    std::vector<double> t;
+    for (int i = 0; i < 8; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      std::memcpy(b.data(), a.data(), n);
+      benchmark::ClobberMemory();
+      if (i > 0) t.push_back(seconds_since(t0));
+    }
+    std::sort(t.begin(), t.end());
+    const double g = 2.0 * double(n) / t[t.size() / 2] / 1e9;
+    std::fprintf(stderr,
+                 "ropekv_perf: host copy ceiling %.2f GB/s (memcpy 256 MiB, one thread, "
+                 "read + write, median of 7)\n",
+                 g);
+    return g;
+  }();
+  return gbps;
+}
+
+struct HostProblem {
+  std::string key;
+  Batch batch;
+  std::vector<std::uint16_t> in, q_rot, k_rot;
+  std::vector<std::uint8_t> q_out, k_cache, v_cache;
+  ropekv::Arguments args;
+};
+
+// The buffers of (shape, nnz), shared by the fused and unfused benchmarks
+// that run one after the other; one problem is kept at a time.
+HostProblem& host_problem(const Shape& s, std::int64_t nnz) {
+  static std::unique_ptr<HostProblem> cur;
+  const std::string key = s.name + "/" + std::to_string(nnz);
+  if (cur && cur->key == key) return *cur;
+  cur.reset();
+  cur = std::make_unique<HostProblem>();
+  HostProblem& p = *cur;
+  p.key = key;
+  const std::uint64_t seed = std::hash<std::string>{}(key);
+  p.batch = make_batch(s, nnz, seed);
+  const Sizes z = sizes_of(s, p.batch);
+  p.in.resize(std::size_t(z.in_elems));
+  fill_random_bf16(p.in.data(), z.in_elems, seed);
+  p.q_rot.resize(std::size_t(z.q_rot_elems));
+  p.k_rot.resize(std::size_t(z.k_rot_elems));
+  p.q_out.resize(std::size_t(z.q_out_bytes));
+  p.k_cache.resize(std::size_t(z.k_cache_bytes));
+  p.v_cache.resize(std::size_t(z.v_cache_bytes));
+  Buffers b;
+  b.in = p.in.data();
+  b.q_out = p.q_out.data();
+  b.k_cache = p.k_cache.data();
+  b.v_cache = z.v_cache_bytes > 0 ? p.v_cache.data() : nullptr;
+  b.cos_sin = const_cast<float*>(cos_sin_table(s.rotary, p.batch.max_pos).data());
+  b.positions = p.batch.positions.data();
+  b.slots = p.batch.slots.data();
+  p.args = make_arguments(s, p.batch, b);
+  return p;
+}
+
+ropekv::Result host_call(HostProblem& p, bool fused) {
+  return fused ? ropekv::run(p.args, ropekv::Backend::kHost)
+               : unfused_host(p.args, p.q_rot.data(), p.k_rot.data());
+}
+
+// Mean time per call over at least `min_s` seconds (fallback when the
+// matching unfused benchmark was filtered out).
+double host_time_us(HostProblem& p, bool fused, double min_s) {
+  std::int64_t n = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  double el = 0;
+  do {
+    host_call(p, fused);
+    ++n;
+    el = seconds_since(t0);
+  } while (el < min_s || n < 2);
+  return el / double(n) * 1e6;
+}
+
+void bm_host(benchmark::State& st, const Shape* s, std::int64_t nnz, bool fused) {
+  const double ceiling = host_copy_gbps();
+  HostProblem& p = host_problem(*s, nnz);
+  const ropekv::Result r = host_call(p, fused);  // checks success, touches every page
+  if (!r.ok()) {
+    st.SkipWithError((std::string(ropekv::to_string(r.status)) + ": " + r.message).c_str());
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : st) {
+    host_call(p, fused);
+    benchmark::ClobberMemory();
+  }
+  const double us = seconds_since(t0) / double(st.iterations()) * 1e6;
+  set_counters(st, *s, nnz, us, ceiling);
+  const std::string key = bench_name("host", *s, nnz);
+  if (!fused) {
+    unfused_us()[key] = us;
+  } else {
+    auto it = unfused_us().find(key);
+    const double uf = it != unfused_us().end() ? it->second : host_time_us(p, false, 0.05);
+    st.counters["speedup_vs_unfused"] = uf / us;
+  }
+}
+
+// ------------------------------------------------------------------ CUDA
+#if ROPEKV_ENABLE_CUDA
+double gpu_copy_gbps(std::string* err) {
+  static std::string error;
+  static const double gbps = [] {
+    const double g = cuda_copy_gbps(&error);
+    if (g > 0)
+      std::fprintf(stderr,
+                   "ropekv_perf: GPU copy ceiling %.1f GB/s (cudaMemcpyAsync D2D 1 GiB, "
+                   "read + write, median of 9)\n",
+                   g);
+    else
+      std::fprintf(stderr, "ropekv_perf: GPU copy ceiling failed: %s\n", error.c_str());
+    return g;
+  }();
+  *err = error;
+  return gbps;
+}
+
+void bm_cuda(benchmark::State& st, const Shape* s, std::int64_t nnz, GpuVariant v) {
+  std::string err;
+  const double ceiling = gpu_copy_gbps(&err);
+  if (ceiling <= 0) {
+    st.SkipWithError(("copy ceiling: " + err).c_str());
+    return;
+  }
+  const GpuTiming t = cuda_time(*s, nnz, v);
+  if (!t.ok) {
+    st.SkipWithError(t.error.c_str());
+    return;
+  }
+  for (auto _ : st) st.SetIterationTime(t.us_per_call * 1e-6);
+  set_counters(st, *s, nnz, t.us_per_call, ceiling);
+  st.counters["spread_pct"] = t.spread_pct;
+  st.counters["working_set_MB"] = t.working_set_mb;
+  st.counters["graph_calls"] = t.calls;
+  std::string label = t.check;
+  if (t.working_set_mb < 240.0) label = "l2-resident; " + label;
+  st.SetLabel(label);
+  const std::string key = bench_name("cuda", *s, nnz);
+  if (v == GpuVariant::kUnfused) {
+    unfused_us()[key] = t.us_per_call;
+  } else {
+    auto it = unfused_us().find(key);
+    double uf = 0;
+    if (it != unfused_us().end()) {
+      uf = it->second;
+    } else {
+      const GpuTiming u = cuda_time(*s, nnz, GpuVariant::kUnfused);
+      if (u.ok) uf = unfused_us()[key] = u.us_per_call;
+    }
+    if (uf > 0) st.counters["speedup_vs_unfused"] = uf / t.us_per_call;
+  }
+}
+#endif
+
+void register_all() {
+  const bool host = ropekv::backend_compiled(ropekv::Backend::kHost);
+  if (host) {
+    for (const Shape& s : shapes()) {
+      for (std::int64_t nnz : s.host_nnz) {
+        benchmark::RegisterBenchmark(bench_name("host-unfused", s, nnz).c_str(), bm_host, &s, nnz,
+                                     false)
+            ->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark(bench_name("host", s, nnz).c_str(), bm_host, &s, nnz, true)
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
+  } else {
+    std::fprintf(stderr,
+                 "ropekv_perf: host backend not compiled: host benchmarks not registered\n");
+  }
+#if ROPEKV_ENABLE_CUDA
+  std::string dev;
+  if (!cuda_present(&dev)) {
+    std::fprintf(stderr,
+                 "ropekv_perf: no usable CUDA device (%s): CUDA benchmarks not registered\n",
+                 dev.c_str());
+    return;
+  }
+  std::fprintf(stderr, "ropekv_perf: CUDA device: %s\n", dev.c_str());
+  for (const Shape& s : shapes()) {
+    for (std::int64_t nnz : s.gpu_nnz) {
+      const struct {
+        const char* backend;
+        GpuVariant v;
+      } variants[] = {{"cuda-unfused", GpuVariant::kUnfused},
+                      {"cuda", GpuVariant::kFused},
+                      {"cuda-pdl", GpuVariant::kFusedPdl}};
+      for (const auto& var : variants) {
+        if (var.v == GpuVariant::kFusedPdl && nnz > 256) continue;
+        benchmark::RegisterBenchmark(bench_name(var.backend, s, nnz).c_str(), bm_cuda, &s, nnz,
+                                     var.v)
+            ->Iterations(1)
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
+  }
+#else
+  std::fprintf(stderr,
+               "ropekv_perf: CUDA backend not compiled in this build: no CUDA benchmarks\n");
+#endif
+}
+
+}  // namespace
+}  // namespace ropekv_perf
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv, &ropekv_perf::print_help);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  ropekv_perf::register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+#if ROPEKV_ENABLE_CUDA
+  ropekv_perf::cuda_release();
+#endif
+  return 0;
+}
