@@ -113,40 +113,34 @@ ROPEKV_HD std::uint32_t encode_small_float_magnitude(std::uint32_t abs_bits) {
   return a < kMinNormalBits ? sub : normal;
 }
 
-// float -> IEEE fp16, round to nearest even, overflow to inf.
-ROPEKV_HD std::uint16_t f32_to_f16(float f) {
+// A whole small-float code: sign bit at bit (Bits - 1), the magnitude from
+// encode_small_float_magnitude, NaN -> the format's canonical code. Formats
+// without negative zero (fnuz) drop the sign of a zero magnitude.
+template <class Code, int Bits, int M, int B, std::uint32_t MaxBits, Code kNan, bool kNegZero>
+ROPEKV_HD Code encode_small_float(float f) {
   const std::uint32_t u = f32_bits(f);
   const std::uint32_t abs_bits = u & 0x7fffffffu;
-  const std::uint32_t mag = encode_small_float_magnitude<10, 15, 0x47800000u>(abs_bits);
-  const std::uint32_t code = ((u >> 16) & 0x8000u) | mag;
-  return abs_bits > 0x7f800000u ? kNanF16 : std::uint16_t(code);
+  const std::uint32_t mag = encode_small_float_magnitude<M, B, MaxBits>(abs_bits);
+  const std::uint32_t sign = (u >> (32 - Bits)) & (1u << (Bits - 1));
+  const std::uint32_t code = (kNegZero || mag != 0u ? sign : 0u) | mag;
+  return abs_bits > 0x7f800000u ? kNan : Code(code);
 }
 
+// float -> IEEE fp16, round to nearest even, overflow to inf (max_bits = 2^16).
+ROPEKV_HD std::uint16_t f32_to_f16(float f) {
+  return encode_small_float<std::uint16_t, 16, 10, 15, 0x47800000u, kNanF16, true>(f);
+}
 // float -> e4m3fn: RNE, |x| > 448 (inf included) saturates to 448, NaN -> 0x7f.
 ROPEKV_HD std::uint8_t f32_to_e4m3fn(float f) {
-  const std::uint32_t u = f32_bits(f);
-  const std::uint32_t abs_bits = u & 0x7fffffffu;
-  const std::uint32_t mag = encode_small_float_magnitude<3, 7, 0x43e00000u>(abs_bits);
-  const std::uint32_t code = ((u >> 24) & 0x80u) | mag;
-  return abs_bits > 0x7f800000u ? kNanE4M3FN : std::uint8_t(code);
+  return encode_small_float<std::uint8_t, 8, 3, 7, 0x43e00000u, kNanE4M3FN, true>(f);
 }
-
 // float -> e5m2: RNE, saturate to 57344, NaN -> 0x7f.
 ROPEKV_HD std::uint8_t f32_to_e5m2(float f) {
-  const std::uint32_t u = f32_bits(f);
-  const std::uint32_t abs_bits = u & 0x7fffffffu;
-  const std::uint32_t mag = encode_small_float_magnitude<2, 15, 0x47600000u>(abs_bits);
-  const std::uint32_t code = ((u >> 24) & 0x80u) | mag;
-  return abs_bits > 0x7f800000u ? kNanE5M2 : std::uint8_t(code);
+  return encode_small_float<std::uint8_t, 8, 2, 15, 0x47600000u, kNanE5M2, true>(f);
 }
-
 // float -> e4m3fnuz: bias 8, RNE, saturate to 240, no negative zero, NaN -> 0x80.
 ROPEKV_HD std::uint8_t f32_to_e4m3fnuz(float f) {
-  const std::uint32_t u = f32_bits(f);
-  const std::uint32_t abs_bits = u & 0x7fffffffu;
-  const std::uint32_t mag = encode_small_float_magnitude<3, 8, 0x43700000u>(abs_bits);
-  const std::uint32_t sign = mag == 0u ? 0u : ((u >> 24) & 0x80u);
-  return abs_bits > 0x7f800000u ? kNanE4M3FNUZ : std::uint8_t(sign | mag);
+  return encode_small_float<std::uint8_t, 8, 3, 8, 0x43700000u, kNanE4M3FNUZ, false>(f);
 }
 
 // ------------------------------------------------------------- RoPE
