@@ -1,51 +1,28 @@
-// BackendMemory for the CUDA backend: cudaMalloc'd buffers, synchronous copies.
+// BackendMemory for the CUDA backend (the shared body is gpu_memory.hpp).
 #include <cuda_runtime_api.h>
 
-#include <cstdio>
-#include <cstdlib>
-
-#include "backend_memory.hpp"
+#include "gpu_memory.hpp"
 
 namespace ropekv_test {
 namespace {
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "CUDA error in %s: %s\n", what, cudaGetErrorString(e));
-    std::abort();
+struct CudaApi {
+  using Error = cudaError_t;
+  static constexpr Error kSuccess = cudaSuccess;
+  static constexpr ropekv::Backend kBackend = ropekv::Backend::kCuda;
+  static constexpr const char* kName = "CUDA";
+  static const char* error_string(Error e) { return cudaGetErrorString(e); }
+  static Error malloc(void** p, std::size_t n) { return cudaMalloc(p, n); }
+  static Error free(void* p) { return cudaFree(p); }
+  static Error copy(void* d, const void* s, std::size_t n, bool to_device) {
+    return cudaMemcpy(d, s, n, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
   }
-}
-bool available() { return ropekv::backend_available(ropekv::Backend::kCuda); }
-void* alloc(std::size_t bytes) {
-  void* p = nullptr;
-  check(cudaMalloc(&p, bytes == 0 ? 1 : bytes), "cudaMalloc");
-  return p;
-}
-void release(void* p) { check(cudaFree(p), "cudaFree"); }
-void upload(void* dst, const void* src, std::size_t n) {
-  check(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
-}
-void download(void* dst, const void* src, std::size_t n) {
-  check(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
-}
-void synchronize() {
-  check(cudaGetLastError(), "kernel launch");
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-}
-
+  static Error last_error() { return cudaGetLastError(); }
+  static Error synchronize() { return cudaDeviceSynchronize(); }
+};
 }  // namespace
 
 const BackendMemory& cuda_memory() {
-  static const BackendMemory m = {ropekv::Backend::kCuda,
-                                  "Cuda",
-                                  &available,
-                                  "no CUDA device present: CUDA tests skipped (not passed)",
-                                  &alloc,
-                                  &release,
-                                  &upload,
-                                  &download,
-                                  &synchronize};
-  return m;
+  return GpuMemory<CudaApi>::get("Cuda", "no CUDA device present: CUDA tests skipped (not passed)");
 }
 
 }  // namespace ropekv_test

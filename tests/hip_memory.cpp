@@ -1,51 +1,28 @@
-// BackendMemory for the HIP backend: hipMalloc'd buffers, synchronous copies.
+// BackendMemory for the HIP backend (the shared body is gpu_memory.hpp).
 #include <hip/hip_runtime.h>
 
-#include <cstdio>
-#include <cstdlib>
-
-#include "backend_memory.hpp"
+#include "gpu_memory.hpp"
 
 namespace ropekv_test {
 namespace {
-
-void check(hipError_t e, const char* what) {
-  if (e != hipSuccess) {
-    std::fprintf(stderr, "HIP error in %s: %s\n", what, hipGetErrorString(e));
-    std::abort();
+struct HipApi {
+  using Error = hipError_t;
+  static constexpr Error kSuccess = hipSuccess;
+  static constexpr ropekv::Backend kBackend = ropekv::Backend::kHip;
+  static constexpr const char* kName = "HIP";
+  static const char* error_string(Error e) { return hipGetErrorString(e); }
+  static Error malloc(void** p, std::size_t n) { return hipMalloc(p, n); }
+  static Error free(void* p) { return hipFree(p); }
+  static Error copy(void* d, const void* s, std::size_t n, bool to_device) {
+    return hipMemcpy(d, s, n, to_device ? hipMemcpyHostToDevice : hipMemcpyDeviceToHost);
   }
-}
-bool available() { return ropekv::backend_available(ropekv::Backend::kHip); }
-void* alloc(std::size_t bytes) {
-  void* p = nullptr;
-  check(hipMalloc(&p, bytes == 0 ? 1 : bytes), "hipMalloc");
-  return p;
-}
-void release(void* p) { check(hipFree(p), "hipFree"); }
-void upload(void* dst, const void* src, std::size_t n) {
-  check(hipMemcpy(dst, src, n, hipMemcpyHostToDevice), "hipMemcpy H2D");
-}
-void download(void* dst, const void* src, std::size_t n) {
-  check(hipMemcpy(dst, src, n, hipMemcpyDeviceToHost), "hipMemcpy D2H");
-}
-void synchronize() {
-  check(hipGetLastError(), "kernel launch");
-  check(hipDeviceSynchronize(), "hipDeviceSynchronize");
-}
-
+  static Error last_error() { return hipGetLastError(); }
+  static Error synchronize() { return hipDeviceSynchronize(); }
+};
 }  // namespace
 
 const BackendMemory& hip_memory() {
-  static const BackendMemory m = {ropekv::Backend::kHip,
-                                  "Hip",
-                                  &available,
-                                  "no AMD GPU present: HIP tests skipped (not passed)",
-                                  &alloc,
-                                  &release,
-                                  &upload,
-                                  &download,
-                                  &synchronize};
-  return m;
+  return GpuMemory<HipApi>::get("Hip", "no AMD GPU present: HIP tests skipped (not passed)");
 }
 
 }  // namespace ropekv_test
