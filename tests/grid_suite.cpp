@@ -1073,18 +1073,6 @@ std::string output_overlap(const CaseData& d) {
   return std::string();
 }
 
-std::uint32_t load_code(const unsigned char* p, int bits) {
-  if (bits == 8) return *p;
-  if (bits == 16) {
-    std::uint16_t h;
-    std::memcpy(&h, p, 2);
-    return h;
-  }
-  std::uint32_t w;
-  std::memcpy(&w, p, 4);
-  return w;
-}
-
 // ------------------------------------------------------------------ tallies
 int format_slot(DType d) {
   switch (d) {
@@ -1294,7 +1282,7 @@ void run_case(const BackendMemory& mem, int index) {
     for (const orc::ExpectedElement& e : ref.elements) {
       const int bits = orc::bits_of(e.dtype);
       const auto loc = locate(d, e.address, std::size_t(bits / 8));
-      const std::uint32_t code = load_code(got[std::size_t(loc.first)].data() + loc.second, bits);
+      const std::uint32_t code = orc::load_code(got[std::size_t(loc.first)].data() + loc.second, bits);
       FormatTally& f = t.formats[format_slot(e.dtype)];
       ++f.elements;
       if (code == e.nearest) {

@@ -208,18 +208,6 @@ std::int64_t bytes_of(DType dtype) {
   return total_bits(info(dtype)) / 8;
 }
 
-std::uint32_t load_code(const unsigned char* p, int bits) {
-  if (bits == 8) return *p;
-  if (bits == 16) {
-    std::uint16_t h;
-    std::memcpy(&h, p, 2);
-    return h;
-  }
-  std::uint32_t w;
-  std::memcpy(&w, p, 4);
-  return w;
-}
-
 // Input formats (bf16, fp16, fp32) are a subset of the output formats.
 double load_value(DType dtype, const unsigned char* p) {
   return decode(dtype, load_code(p, bits_of(dtype)));
@@ -319,6 +307,18 @@ ExpectedElement make_element(Target target, std::int64_t token, std::int64_t hea
 }
 
 }  // namespace
+
+std::uint32_t load_code(const unsigned char* p, int bits) {
+  if (bits == 8) return *p;
+  if (bits == 16) {
+    std::uint16_t h;
+    std::memcpy(&h, p, 2);
+    return h;
+  }
+  std::uint32_t w;
+  std::memcpy(&w, p, 4);
+  return w;
+}
 
 // ------------------------------------------------------------- public: formats
 bool is_float_format(DType dtype) {

@@ -30,6 +30,8 @@ using ropekv::DType;
 bool is_float_format(DType dtype);
 bool is_fp8(DType dtype);
 int bits_of(DType dtype);  // 8, 16 or 32
+// The raw code of `bits` (8, 16 or 32) bits stored at p (unaligned).
+std::uint32_t load_code(const unsigned char* p, int bits);
 
 // The value of a code (NaN for NaN codes, +-inf where the format has them).
 double decode(DType dtype, std::uint32_t code);
