@@ -7,6 +7,8 @@
 // read of device data happen during a call.
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <vector>
 
 #include "backends/backend.hpp"
 #include "cuda/kernels.cuh"
@@ -18,6 +20,7 @@ namespace gpu {
 namespace {
 
 constexpr int kMaxDevices = 64;
+using VecKernel = void (*)(const LaunchParams, const VecGeometry);
 
 // Multiprocessor count of `dev`, read from the device once.
 int sm_count(int dev) {
@@ -28,6 +31,29 @@ int sm_count(int dev) {
     if (multiprocessor_count(dev, &n) != kSuccess || n <= 0) n = 132;
     cache[dev].store(n, std::memory_order_relaxed);
   }
+  return n;
+}
+
+// Blocks of `block` threads of `kernel` resident per multiprocessor, asked
+// of the runtime once per (kernel, block, device) and cached. A host-side query: no
+// device work, so it is safe during graph capture.
+int resident_per_sm(VecKernel kernel, unsigned block, int dev) {
+  struct Entry {
+    VecKernel kernel;
+    unsigned block;
+    int dev, blocks;
+  };
+  static std::mutex mu;
+  static std::vector<Entry> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  for (const Entry& e : cache)
+    if (e.kernel == kernel && e.block == block && e.dev == dev) return e.blocks;
+  int n = 0;
+  if (resident_blocks(kernel, int(block), &n) != kSuccess || n <= 0) {
+    (void)last_error();
+    n = 1;
+  }
+  cache.push_back(Entry{kernel, block, dev, n});
   return n;
 }
 
@@ -53,6 +79,11 @@ bool vector_eligible(const LaunchParams& p) {
   if (p.in_dtype != DType::kBFloat16 && p.in_dtype != DType::kFloat16) return false;
   if (!is_fp8(p.q_out_dtype) || p.cache_dtype != p.q_out_dtype) return false;
   if (p.rotary_dim % kItem != 0 || p.nope_dim % kItem != 0 || p.v_dim % kItem != 0) return false;
+  if (p.rotary_dim / kItem > kVecBlock) return false;  // a team of S_r lanes fits in a block
+  // Unit counts fit 32 bits.
+  if ((p.num_q_heads + p.num_kv_heads) * (p.rotary_dim + p.nope_dim + p.v_dim) / kItem >=
+      (std::int64_t(1) << 31))
+    return false;
   const std::int64_t in_es = 2;
   for (const HeadTensor* t : {&p.q_rope, &p.q_nope, &p.k_rope, &p.k_nope, &p.v})
     if (!rows_aligned(*t, in_es, 16)) return false;
@@ -63,49 +94,58 @@ bool vector_eligible(const LaunchParams& p) {
   return aligned(p.cos_sin, 16) && (p.cos_row_stride * p.cos_size) % 16 == 0;
 }
 
-// Thread items of kV sub-items of 16 elements.
-VecGeometry geometry(const LaunchParams& p, int kv) {
+// Teams: decode-sized launches (every unit of every token fits on the
+// device in two rounds of its team) use teams that cover a token in two
+// rounds, so each lane's loads all go out at once. Large launches use teams
+// of about kLargeTeam threads (at least kLargeRounds rounds per token), so
+// each lane reuses its token's indices and cos/sin over several units and
+// more tokens are in flight. Both measured on the H200 (perf/RESULTS.md).
+constexpr std::uint32_t kDecodeRounds = 2;
+constexpr std::uint32_t kLargeRounds = 4;
+constexpr std::uint32_t kLargeTeam = 96;
+
+VecGeometry geometry(const LaunchParams& p, int sms) {
   VecGeometry g;
-  const std::int64_t span = std::int64_t(kItem) * kv;
-  g.rope_items = std::uint32_t(p.rotary_dim / span);
-  g.nope_items = std::uint32_t(p.nope_dim / span);
-  g.v_items = std::uint32_t(p.v_dim / span);
-  g.q_items = std::uint32_t(p.num_q_heads) * (g.rope_items + g.nope_items);
-  g.k_items = std::uint32_t(p.num_kv_heads) * (g.rope_items + g.nope_items);
-  g.items_per_token = g.q_items + g.k_items + std::uint32_t(p.num_kv_heads) * g.v_items;
-  g.total_items = std::uint64_t(p.nnz) * g.items_per_token;
+  g.rot_sub = std::uint32_t(p.rotary_dim / kItem);
+  g.nope_sub = std::uint32_t(p.nope_dim / kItem);
+  g.v_sub = std::uint32_t(p.v_dim / kItem);
+  const std::uint32_t hq = std::uint32_t(p.num_q_heads), hk = std::uint32_t(p.num_kv_heads);
+  g.rot_units = (hq + hk) * g.rot_sub;
+  g.q_nope_end = g.rot_units + hq * g.nope_sub;
+  g.k_nope_end = g.q_nope_end + hk * g.nope_sub;
+  g.units = g.k_nope_end + hk * g.v_sub;
+  const std::uint64_t capacity = std::uint64_t(sms) * 2048;
+  const std::uint64_t decode_threads = std::uint64_t(p.nnz) * ((g.units + 1) / 2);
+  std::uint32_t rounds = kDecodeRounds;
+  if (decode_threads > capacity) {
+    rounds = (g.units + kLargeTeam - 1) / kLargeTeam;
+    if (rounds < kLargeRounds) rounds = kLargeRounds;
+  }
+  std::uint32_t team = (g.units + rounds - 1) / rounds;
+  team = (team + g.rot_sub - 1) / g.rot_sub * g.rot_sub;             // a multiple of S_r
+  const std::uint32_t max_team = kVecBlock / g.rot_sub * g.rot_sub;  // fits in a block
+  g.team = team < max_team ? team : max_team;
+  g.teams = kVecBlock / g.team;
   return g;
 }
 
-using VecKernel = void (*)(const LaunchParams, const VecGeometry);
-struct VecChoice {
-  VecKernel kernel;
-  int kv;  // sub-items of 16 elements per thread
-};
-
 // Canonical shapes of PERF.md get their own specialisation (bf16/fp16 in,
-// e4m3fn out, fp32 cos/sin) with 32 elements per thread; every other
-// eligible case the run-time shape kernel with 16.
-// 32 elements per thread: measured on the H200 (perf/RESULTS.md) against 16
-// (more integer overhead per byte) and 64 (registers cut occupancy).
-constexpr int kCanonicalSubItems = 2;
+// e4m3fn out, fp32 cos/sin); every other eligible case the run-time shape
+// kernel.
 template <DType In, DType Out, DType Cos>
-VecChoice pick_shape(const LaunchParams& p) {
+VecKernel pick_shape(const LaunchParams& p) {
   if constexpr (Out == DType::kFloat8E4M3FN && Cos == DType::kFloat32) {
-    constexpr int V = kCanonicalSubItems;
     const std::int64_t r = p.rotary_dim, n = p.nope_dim, dv = p.v_dim;
-    if (r == 64 && n == 0 && dv == 64) return {&fused_vec_kernel<In, Out, Cos, 64, 0, 64, V>, V};
-    if (r == 128 && n == 0 && dv == 128)
-      return {&fused_vec_kernel<In, Out, Cos, 128, 0, 128, V>, V};
-    if (r == 64 && n == 64 && dv == 128)
-      return {&fused_vec_kernel<In, Out, Cos, 64, 64, 128, V>, V};
-    if (r == 64 && n == 512 && dv == 0) return {&fused_vec_kernel<In, Out, Cos, 64, 512, 0, V>, V};
+    if (r == 64 && n == 0 && dv == 64) return &fused_vec_kernel<In, Out, Cos, 64, 0, 64>;
+    if (r == 128 && n == 0 && dv == 128) return &fused_vec_kernel<In, Out, Cos, 128, 0, 128>;
+    if (r == 64 && n == 64 && dv == 128) return &fused_vec_kernel<In, Out, Cos, 64, 64, 128>;
+    if (r == 64 && n == 512 && dv == 0) return &fused_vec_kernel<In, Out, Cos, 64, 512, 0>;
   }
-  return {&fused_vec_kernel<In, Out, Cos, 0, 0, 0, 1>, 1};
+  return &fused_vec_kernel<In, Out, Cos, 0, 0, 0>;
 }
 
 template <DType In>
-VecChoice pick_out(const LaunchParams& p) {
+VecKernel pick_out(const LaunchParams& p) {
   const bool cos_f32 = p.cos_dtype == DType::kFloat32;
   switch (p.q_out_dtype) {
     case DType::kFloat8E5M2:
@@ -144,11 +184,15 @@ unsigned grid_for(std::uint64_t work, unsigned block, int sms, unsigned per_sm) 
   Stream stream = static_cast<Stream>(p.stream);
   Error err;
   if (vector_eligible(p)) {
-    const VecChoice k = p.in_dtype == DType::kFloat16 ? pick_out<DType::kFloat16>(p)
+    const VecKernel kernel = p.in_dtype == DType::kFloat16 ? pick_out<DType::kFloat16>(p)
                                                       : pick_out<DType::kBFloat16>(p);
-    const VecGeometry g = geometry(p, k.kv);
-    err = launch(k.kernel, grid_for(g.total_items, kVecBlock, sms, 16), kVecBlock, stream, p.pdl,
-                 p, g);
+    const VecGeometry g = geometry(p, sms);
+    const unsigned block = g.team * g.teams;
+    // At most one wave of resident blocks: teams then loop over tokens (and
+    // prefetch the next token's indices).
+    const unsigned per_sm = unsigned(resident_per_sm(kernel, block, dev));
+    const unsigned grid = grid_for((std::uint64_t(p.nnz) + g.teams - 1) / g.teams, 1, sms, per_sm);
+    err = launch(kernel, grid, block, stream, p.pdl, p, g);
   } else {
     const unsigned grid = grid_for(std::uint64_t(p.nnz) * kGenericBlock, kGenericBlock, sms, 8);
     err = launch(&fused_generic_kernel, grid, kGenericBlock, stream, p.pdl, p);

@@ -32,6 +32,11 @@ inline Error current_device(int* dev) { return cudaGetDevice(dev); }
 inline Error multiprocessor_count(int dev, int* n) {
   return cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, dev);
 }
+// Blocks of `block` threads of `kernel` that fit on one multiprocessor at once.
+template <class Kernel>
+Error resident_blocks(Kernel kernel, int block, int* n) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, kernel, block, 0);
+}
 inline Error last_error() { return cudaGetLastError(); }
 inline const char* error_string(Error e) { return cudaGetErrorString(e); }
 
@@ -71,6 +76,7 @@ __device__ __forceinline__ void dependents_launch() {
 // Streaming (evict-first) stores: outputs are never re-read by this kernel.
 __device__ __forceinline__ void store_streaming(uint2* p, uint2 v) { __stcs(p, v); }
 __device__ __forceinline__ void store_streaming(uint4* p, uint4 v) { __stcs(p, v); }
+__device__ __forceinline__ uint2 load_readonly(const uint2* p) { return __ldg(p); }
 __device__ __forceinline__ uint4 load_readonly(const uint4* p) { return __ldg(p); }
 __device__ __forceinline__ float4 load_readonly(const float4* p) { return __ldg(p); }
 

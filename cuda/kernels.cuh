@@ -31,24 +31,35 @@ namespace gpu {
 constexpr int kItem = 16;         // elements per vector-path work item
 constexpr int kVecBlock = 256;    // threads per block, vector path
 constexpr int kGenericBlock = 256;
+// Blocks per multiprocessor the vector kernel is compiled for: caps it at
+// 80 registers (unbounded it takes 100-128). On the H200, 2 lost 10-20% at
+// large nnz and 4 (64 registers, heavy spills) lost 25-30%.
+constexpr int kVecMinBlocks = 3;
 constexpr int kGroup = 32;        // logical row group of the generic path (any warp width)
 
 
-// Per-launch geometry of the vector path, computed once on the host. A
-// thread item is kV sub-items of 16 elements of one row part (see vec_issue).
+// Per-launch geometry of the vector path, computed once on the host.
+//
+// A token's work is split into 16-element units: first its rotary units
+// (rotary rows = Hq query heads then Hk key heads, S_r = R/16 units each),
+// then its copy units (query non-rotary parts, key non-rotary parts, values,
+// N/16 or Dv/16 units per row). A team of `team` consecutive threads takes
+// one token at a time (grid-stride over tokens) and its lanes stride over
+// the units. `team` is a multiple of S_r, so lane l always takes rotary
+// unit l mod S_r of a row: it loads that unit's 8 cos and 8 sin values once
+// per token and reuses them for every head it rotates.
 struct VecGeometry {
-  std::uint32_t rope_items;   // thread items per row, rotary part: R / (16 kV)
-  std::uint32_t nope_items;   // N / (16 kV)
-  std::uint32_t v_items;      // Dv / (16 kV)
-  std::uint32_t q_items;      // Hq * (rope + nope)
-  std::uint32_t k_items;      // Hk * (rope + nope)
-  std::uint32_t items_per_token;
-  std::uint64_t total_items;  // nnz * items_per_token
+  std::uint32_t rot_sub;     // S_r = R / 16
+  std::uint32_t nope_sub;    // N / 16
+  std::uint32_t v_sub;       // Dv / 16
+  std::uint32_t rot_units;   // (Hq + Hk) * S_r
+  std::uint32_t q_nope_end;  // rot_units + Hq * N/16
+  std::uint32_t k_nope_end;  // q_nope_end + Hk * N/16
+  std::uint32_t units;       // k_nope_end + Hk * Dv/16
+  std::uint32_t team;        // threads per token (a multiple of S_r)
+  std::uint32_t teams;       // teams per block (block = team * teams threads)
 };
 
-__device__ __forceinline__ ScaleDivisor token_scale(const float* ptr, float value) {
-  return make_divisor(ptr != nullptr ? *ptr : value);
-}
 
 // Element e (0..7) of eight packed 16-bit values.
 __device__ __forceinline__ std::uint16_t half_lane(const uint4& v, int e) {
@@ -75,9 +86,23 @@ __device__ __forceinline__ void load_cos8(const char* row, std::int64_t first, f
   }
 }
 
+// Four cos (or sin) values starting at `row + first` elements.
+template <DType Cos>
+__device__ __forceinline__ void load_cos4(const char* row, std::int64_t first, float* out) {
+  if constexpr (Cos == DType::kFloat32) {
+    const float4 a = load_readonly(reinterpret_cast<const float4*>(row + first * 4));
+    out[0] = a.x; out[1] = a.y; out[2] = a.z; out[3] = a.w;
+  } else {
+    const uint2 v = load_readonly(reinterpret_cast<const uint2*>(row + first * 2));
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      out[e] = Format<Cos>::decode(std::uint16_t(((e < 2 ? v.x : v.y) >> (16 * (e & 1))) & 0xffffu));
+  }
+}
+
 // Eight values -> eight FP8 codes (value / scale, then the format's encoder).
 template <DType Out>
-__device__ __forceinline__ uint2 encode8(const float (&v)[8], ScaleDivisor scale) {
+__device__ __forceinline__ uint2 encode8_with(const float (&v)[8], ScaleDivisor scale) {
   std::uint32_t w[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -89,125 +114,151 @@ __device__ __forceinline__ uint2 encode8(const float (&v)[8], ScaleDivisor scale
   }
   return make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
 }
+template <DType Out>
+__device__ __forceinline__ uint2 encode8(const float (&v)[8], ScaleDivisor scale) {
+  return encode8_with<Out>(v, scale);
+}
 
-// Compile-time shape of a specialisation (kR > 0), or the launch's own.
-template <int kR, int kN, int kDv, int kV>
+// Compile-time unit counts of a specialisation (kR > 0), or the launch's own.
+template <int kR, int kN, int kDv>
 struct ShapeOf {
-  static constexpr int kSpan = kItem * kV;  // elements per thread item
   __device__ __forceinline__ static std::int64_t rotary(const LaunchParams& p) {
     return kR > 0 ? kR : p.rotary_dim;
   }
-  __device__ __forceinline__ static std::uint32_t rope_items(const VecGeometry& g) {
-    return kR > 0 ? std::uint32_t(kR / kSpan) : g.rope_items;
+  __device__ __forceinline__ static std::uint32_t rot_sub(const VecGeometry& g) {
+    return kR > 0 ? std::uint32_t(kR / kItem) : g.rot_sub;
   }
-  __device__ __forceinline__ static std::uint32_t row_items(const VecGeometry& g) {
-    return kR > 0 ? std::uint32_t((kR + kN) / kSpan) : g.rope_items + g.nope_items;
+  __device__ __forceinline__ static std::uint32_t nope_sub(const VecGeometry& g) {
+    return kR > 0 ? std::uint32_t(kN / kItem) : g.nope_sub;
   }
-  __device__ __forceinline__ static std::uint32_t v_items(const VecGeometry& g) {
-    return kR > 0 ? std::uint32_t(kDv / kSpan) : g.v_items;
+  __device__ __forceinline__ static std::uint32_t v_sub(const VecGeometry& g) {
+    return kR > 0 ? std::uint32_t(kDv / kItem) : g.v_sub;
   }
 };
 
-// One thread item once its token is planned: where it reads and writes,
-// and its input vectors. Sub-item s of thread item j of a part with n thread
-// items is 16-element item j + s*n of that part, so each load and store
-// instruction of a warp covers consecutive 16-byte vectors.
-template <int kV>
-struct VecItem {
-  const char* cs;      // cos/sin row (rotary items)
+// The three divisors of a launch (value / scale for FP8 outputs), made once
+// per thread: a device scale is read after the dependency wait.
+struct Divisors {
+  ScaleDivisor q, k, v;
+};
+__device__ __forceinline__ Divisors load_divisors(const LaunchParams& p) {
+  Divisors d;
+  d.q = make_divisor(p.q_scale_ptr != nullptr ? *p.q_scale_ptr : p.q_scale);
+  d.k = make_divisor(p.k_scale_ptr != nullptr ? *p.k_scale_ptr : p.k_scale);
+  d.v = make_divisor(p.v_scale_ptr != nullptr ? *p.v_scale_ptr : p.v_scale);
+  return d;
+}
+
+// One 16-element unit of a planned token: where it writes, how, and its
+// input vectors (both loaded before either is used). Every row part (rotary,
+// non-rotary, value) of length L is cut the same way: unit `sub` holds
+// elements [8 sub, 8 sub + 8) and [L/2 + 8 sub, L/2 + 8 sub + 8), so each
+// load and store instruction of a warp covers whole contiguous segments.
+// For NeoX those are the unit's 8 rotation pairs; for interleaved RoPE, the
+// 4 adjacent pairs of each half.
+struct VecUnit {
   char* dst;           // output row part
-  std::uint32_t j, n;  // thread item within its part, thread items in the part
-  std::uint32_t kind;  // 0: NeoX rotary, 1: interleaved rotary, 2: copy
-  ScaleDivisor scale;
-  uint4 a[kV], b[kV];
+  std::uint32_t sub;   // unit within its row part
+  std::uint32_t part;  // kRotQ, kRotK, kNopeQ, kNopeK or kValue
+  uint4 a, b;
 };
+enum : std::uint32_t { kRotQ, kRotK, kNopeQ, kNopeK, kValue };
 
-// Resolves item c of planned token t and issues its input loads.
-template <DType In, int kR, int kN, int kDv, int kV>
+// Half the length of a unit's row part, in elements.
+template <int kR, int kN, int kDv>
+__device__ __forceinline__ std::uint32_t part_half(const VecGeometry& g, std::uint32_t part) {
+  using S = ShapeOf<kR, kN, kDv>;
+  return 8 * (part <= kRotK ? S::rot_sub(g) : (part <= kNopeK ? S::nope_sub(g) : S::v_sub(g)));
+}
+
+// Resolves unit u of planned token t and issues its two input loads.
+template <int kR, int kN, int kDv>
 __device__ __forceinline__ void vec_issue(const LaunchParams& p, const VecGeometry& g,
-                                          std::int64_t t, std::uint32_t c, const TokenPlan& plan,
-                                          VecItem<kV>& it) {
-  using S = ShapeOf<kR, kN, kDv, kV>;
+                                          std::int64_t t, std::uint32_t u, const TokenPlan& plan,
+                                          VecUnit& it) {
+  using S = ShapeOf<kR, kN, kDv>;
   const HeadTensor* src;
   std::uint32_t h;
-  bool rope = false;
-  if (c < g.q_items + g.k_items) {
-    const bool is_q = c < g.q_items;
-    const std::uint32_t cc = is_q ? c : c - g.q_items;
-    const std::uint32_t row_items = S::row_items(g), rope_items = S::rope_items(g);
-    h = cc / row_items;
-    it.j = cc - h * row_items;
-    rope = it.j < rope_items;
-    it.n = rope ? rope_items : row_items - rope_items;
-    if (!rope) it.j -= rope_items;
-    if (is_q) {
-      src = rope ? &p.q_rope : &p.q_nope;
-      const HeadTensor& o = rope ? p.q_rope_out : p.q_nope_out;
-      it.dst = o.data + t * o.token_stride + std::int64_t(h) * o.head_stride;
-      it.scale = token_scale(p.q_scale_ptr, p.q_scale);
+  if (u < g.rot_units) {
+    const std::uint32_t row = u / S::rot_sub(g);
+    it.sub = u - row * S::rot_sub(g);
+    if (row < std::uint32_t(p.num_q_heads)) {
+      h = row;
+      it.part = kRotQ;
+      src = &p.q_rope;
+      it.dst = p.q_rope_out.data + t * p.q_rope_out.token_stride + h * p.q_rope_out.head_stride;
     } else {
-      src = rope ? &p.k_rope : &p.k_nope;
-      const CacheTensor& o = rope ? p.k_cache_rope : p.k_cache_nope;
-      it.dst = o.data + cache_offset(plan.page, plan.entry, h, o.stride);
-      it.scale = token_scale(p.k_scale_ptr, p.k_scale);
+      h = row - std::uint32_t(p.num_q_heads);
+      it.part = kRotK;
+      src = &p.k_rope;
+      it.dst = p.k_cache_rope.data + cache_offset(plan.page, plan.entry, h, p.k_cache_rope.stride);
     }
+  } else if (u < g.q_nope_end) {
+    const std::uint32_t cu = u - g.rot_units;
+    h = cu / S::nope_sub(g);
+    it.sub = cu - h * S::nope_sub(g);
+    it.part = kNopeQ;
+    src = &p.q_nope;
+    it.dst = p.q_nope_out.data + t * p.q_nope_out.token_stride + h * p.q_nope_out.head_stride;
+  } else if (u < g.k_nope_end) {
+    const std::uint32_t cu = u - g.q_nope_end;
+    h = cu / S::nope_sub(g);
+    it.sub = cu - h * S::nope_sub(g);
+    it.part = kNopeK;
+    src = &p.k_nope;
+    it.dst = p.k_cache_nope.data + cache_offset(plan.page, plan.entry, h, p.k_cache_nope.stride);
   } else {
-    const std::uint32_t cc = c - g.q_items - g.k_items;
-    it.n = S::v_items(g);
-    h = cc / it.n;
-    it.j = cc - h * it.n;
+    const std::uint32_t cu = u - g.k_nope_end;
+    h = cu / S::v_sub(g);
+    it.sub = cu - h * S::v_sub(g);
+    it.part = kValue;
     src = &p.v;
     it.dst = p.v_cache.data + cache_offset(plan.page, plan.entry, h, p.v_cache.stride);
-    it.scale = token_scale(p.v_scale_ptr, p.v_scale);
   }
   const uint4* x = reinterpret_cast<const uint4*>(
       src->data + (t * src->token_stride + std::int64_t(h) * src->head_stride) * 2);
-  it.kind = !rope ? 2u : (p.style == RopeStyle::kNeox ? 0u : 1u);
-#pragma unroll
-  for (int s = 0; s < kV; ++s) {
-    const std::uint32_t jj = it.j + std::uint32_t(s) * it.n;  // 16-element item
-    if (it.kind == 0u) {  // x[8jj..8jj+8) and its partners x[R/2 + 8jj..)
-      it.a[s] = load_readonly(x + jj);
-      it.b[s] = load_readonly(x + S::rotary(p) / 16 + jj);
-    } else {  // x[16jj..16jj+16)
-      it.a[s] = load_readonly(x + 2 * jj);
-      it.b[s] = load_readonly(x + 2 * jj + 1);
-    }
-  }
-  it.cs = p.cos_sin + plan.pos * p.cos_row_stride * p.cos_size;
+  it.a = load_readonly(x + it.sub);
+  it.b = load_readonly(x + part_half<kR, kN, kDv>(g, it.part) / 8 + it.sub);
 }
 
-// Rotates (if rotary), quantizes and stores one issued thread item.
-template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kV>
-__device__ __forceinline__ void vec_finish(const LaunchParams& p, const VecItem<kV>& it) {
-  using S = ShapeOf<kR, kN, kDv, kV>;
-  uint2* dst = reinterpret_cast<uint2*>(it.dst);
+// The lane's cos and sin values for rotary unit `sub` (see VecUnit): NeoX
+// pairs 8 sub + e; interleaved pairs 4 sub + e (e < 4) and R/4 + 4 sub + e.
+template <DType Cos, int kR, int kN, int kDv>
+__device__ __forceinline__ void load_unit_cos(const LaunchParams& p, const char* cs,
+                                              std::uint32_t sub, float (&cv)[8], float (&sv)[8]) {
+  using S = ShapeOf<kR, kN, kDv>;
   const std::int64_t half = S::rotary(p) / 2;
-#pragma unroll
-  for (int s = 0; s < kV; ++s) {
-    const std::uint32_t jj = it.j + std::uint32_t(s) * it.n;
-    float a[8], b[8];
-    decode8<In>(it.a[s], a);
-    decode8<In>(it.b[s], b);
-    if (it.kind == 2u) {
-      store_streaming(dst + 2 * jj, encode8<Out>(a, it.scale));
-      store_streaming(dst + 2 * jj + 1, encode8<Out>(b, it.scale));
-      continue;
-    }
-    float cv[8], sv[8];
-    load_cos8<Cos>(it.cs, 8 * std::int64_t(jj), cv);
-    load_cos8<Cos>(it.cs, half + 8 * std::int64_t(jj), sv);
+  if (p.style == RopeStyle::kNeox) {
+    load_cos8<Cos>(cs, 8 * std::int64_t(sub), cv);
+    load_cos8<Cos>(cs, half + 8 * std::int64_t(sub), sv);
+  } else {
+    const std::int64_t q = half / 2;
+    load_cos4<Cos>(cs, 4 * std::int64_t(sub), cv);
+    load_cos4<Cos>(cs, q + 4 * std::int64_t(sub), cv + 4);
+    load_cos4<Cos>(cs, half + 4 * std::int64_t(sub), sv);
+    load_cos4<Cos>(cs, half + q + 4 * std::int64_t(sub), sv + 4);
+  }
+}
+
+// Rotates (rotary units, with the lane's cos/sin), quantizes and stores one
+// issued unit.
+template <DType In, DType Out, int kR, int kN, int kDv>
+__device__ __forceinline__ void vec_finish(const LaunchParams& p, const VecGeometry& g,
+                                           const Divisors& d, const VecUnit& it,
+                                           const float (&cv)[8], const float (&sv)[8]) {
+  float a[8], b[8];
+  decode8<In>(it.a, a);
+  decode8<In>(it.b, b);
+  if (it.part <= kRotK) {
     float ya[8], yb[8];
-    if (it.kind == 0u) {  // NeoX: a = x[8jj..8jj+8), b = their partners
+    if (p.style == RopeStyle::kNeox) {
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         const RotatedPair r = rotate_pair(a[e], b[e], cv[e], sv[e]);
         ya[e] = r.y;
         yb[e] = r.yp;
       }
-      store_streaming(dst + jj, encode8<Out>(ya, it.scale));
-      store_streaming(reinterpret_cast<uint2*>(it.dst + half) + jj, encode8<Out>(yb, it.scale));
-    } else {  // interleaved: a, b = the 8 adjacent pairs of x[16jj..16jj+16)
+    } else {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const RotatedPair r0 = rotate_pair(a[2 * e], a[2 * e + 1], cv[e], sv[e]);
@@ -217,68 +268,108 @@ __device__ __forceinline__ void vec_finish(const LaunchParams& p, const VecItem<
         yb[2 * e] = r1.y;
         yb[2 * e + 1] = r1.yp;
       }
-      store_streaming(dst + 2 * jj, encode8<Out>(ya, it.scale));
-      store_streaming(dst + 2 * jj + 1, encode8<Out>(yb, it.scale));
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      a[e] = ya[e];
+      b[e] = yb[e];
     }
   }
+  const ScaleDivisor scale =
+      it.part == kValue ? d.v : ((it.part == kRotQ || it.part == kNopeQ) ? d.q : d.k);
+  const std::uint32_t half = part_half<kR, kN, kDv>(g, it.part);
+  store_streaming(reinterpret_cast<uint2*>(it.dst) + it.sub, encode8<Out>(a, scale));
+  store_streaming(reinterpret_cast<uint2*>(it.dst + half) + it.sub, encode8<Out>(b, scale));
 }
 
-// One thread item per thread (grid-stride). The token's index entries are
-// read first; its input vectors are loaded only once it is known not to be
-// padding, then rotated, quantized and stored.
-template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kV>
-__global__ void __launch_bounds__(kVecBlock)
+// Teams of g.team threads, one token per team at a time (grid-stride over
+// tokens). Per token: the index entries (prefetched during the previous
+// token), then, once the token is known not to be padding, the lane's
+// cos/sin and the inputs of its first two units together, then two units
+// per step. The next token's index entries are loaded while the current
+// token's inputs are in flight.
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv>
+__global__ void __launch_bounds__(kVecBlock, kVecMinBlocks)
     fused_vec_kernel(const LaunchParams p, const VecGeometry g) {
+  using S = ShapeOf<kR, kN, kDv>;
   dependency_wait();
   dependents_launch();
-  const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;
-  for (std::uint64_t i = std::uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < g.total_items;
-       i += stride) {
-    std::int64_t t;
-    std::uint32_t c;
-    if (g.total_items <= 0xffffffffull) {
-      const std::uint32_t tt = std::uint32_t(i) / g.items_per_token;
-      t = tt;
-      c = std::uint32_t(i) - tt * g.items_per_token;
-    } else {
-      const std::uint64_t tt = i / g.items_per_token;
-      t = std::int64_t(tt);
-      c = std::uint32_t(i - tt * g.items_per_token);
+  const std::uint32_t lane = threadIdx.x % g.team;
+  const std::int64_t team_stride = std::int64_t(gridDim.x) * g.teams;
+  std::int64_t t = std::int64_t(blockIdx.x) * g.teams + threadIdx.x / g.team;
+  if (t >= p.nnz) return;
+  TokenIndices ix = load_token_indices(p, t);
+  const Divisors d = load_divisors(p);  // while the index loads are in flight
+  // The lane's rotary unit within a row (fixed: team % S_r == 0).
+  const std::uint32_t rot_sub = lane % S::rot_sub(g);
+  while (true) {
+    const TokenPlan plan = finish_plan(p, ix);
+    const std::int64_t next = t + team_stride;
+    const bool more = next < p.nnz;
+    if (more) ix = load_token_indices(p, next);  // in flight with this token's loads
+    if (plan.write) {
+      float cv[8], sv[8];
+      if (lane < g.rot_units)
+        load_unit_cos<Cos, kR, kN, kDv>(p, p.cos_sin + plan.pos * p.cos_row_stride * p.cos_size,
+                                        rot_sub, cv, sv);
+      for (std::uint32_t u = lane; u < g.units; u += 2 * g.team) {
+        const std::uint32_t u2 = u + g.team;
+        VecUnit x0, x1;
+        vec_issue<kR, kN, kDv>(p, g, t, u, plan, x0);
+        if (u2 < g.units) vec_issue<kR, kN, kDv>(p, g, t, u2, plan, x1);
+        vec_finish<In, Out, kR, kN, kDv>(p, g, d, x0, cv, sv);
+        if (u2 < g.units) vec_finish<In, Out, kR, kN, kDv>(p, g, d, x1, cv, sv);
+      }
+    } else if (plan.bad && lane == 0 && p.skipped_tokens != nullptr) {
+      atomicAdd(p.skipped_tokens, 1ull);
     }
-    const TokenPlan plan = plan_token(p, t);
-    if (!plan.write) {
-      if (plan.bad && c == 0 && p.skipped_tokens != nullptr) atomicAdd(p.skipped_tokens, 1ull);
-      continue;
-    }
-    VecItem<kV> it;
-    vec_issue<In, kR, kN, kDv, kV>(p, g, t, c, plan, it);
-    vec_finish<In, Out, Cos, kR, kN, kDv, kV>(p, it);
+    if (!more) break;
+    t = next;
   }
 }
 
 // ---------------------------------------------------------------- generic path
+// Element i of a row of dtype d (input dtypes: f32, f16, bf16).
+template <DType D>
+__device__ __forceinline__ float load_elem(const char* base, std::int64_t i) {
+  if constexpr (D == DType::kFloat32) {
+    return reinterpret_cast<const float*>(base)[i];
+  } else {
+    return Format<D>::decode(reinterpret_cast<const std::uint16_t*>(base)[i]);
+  }
+}
 __device__ __forceinline__ float load_f32(const char* base, DType d, std::int64_t i) {
   switch (d) {
-    case DType::kBFloat16:
-      return Format<DType::kBFloat16>::decode(reinterpret_cast<const std::uint16_t*>(base)[i]);
-    case DType::kFloat16:
-      return Format<DType::kFloat16>::decode(reinterpret_cast<const std::uint16_t*>(base)[i]);
-    default:
-      return reinterpret_cast<const float*>(base)[i];
+    case DType::kBFloat16: return load_elem<DType::kBFloat16>(base, i);
+    case DType::kFloat16: return load_elem<DType::kFloat16>(base, i);
+    default: return load_elem<DType::kFloat32>(base, i);
   }
 }
 
+// One FP8 code: the hardware conversion where the vendor layer has one
+// (proven equal to the shared encoder), else the shared encoder.
+template <DType Out>
+__device__ __forceinline__ std::uint8_t encode_fp8(float v) {
+  std::uint32_t pair;
+  if (hw_encode_fp8x2<Out>(v, 0.f, &pair)) return std::uint8_t(pair & 0xffu);
+  return Format<Out>::encode(v);
+}
+
+// store_value (element_math.hpp) for an output dtype known at run time.
 __device__ __forceinline__ void store_out(char* base, DType d, std::int64_t i, float v,
                                           ScaleDivisor scale) {
   switch (d) {
     case DType::kFloat8E4M3FN:
-      reinterpret_cast<std::uint8_t*>(base)[i] = store_value<DType::kFloat8E4M3FN>(v, scale);
+      reinterpret_cast<std::uint8_t*>(base)[i] =
+          encode_fp8<DType::kFloat8E4M3FN>(apply_scale(v, scale));
       break;
     case DType::kFloat8E5M2:
-      reinterpret_cast<std::uint8_t*>(base)[i] = store_value<DType::kFloat8E5M2>(v, scale);
+      reinterpret_cast<std::uint8_t*>(base)[i] =
+          encode_fp8<DType::kFloat8E5M2>(apply_scale(v, scale));
       break;
     case DType::kFloat8E4M3FNUZ:
-      reinterpret_cast<std::uint8_t*>(base)[i] = store_value<DType::kFloat8E4M3FNUZ>(v, scale);
+      reinterpret_cast<std::uint8_t*>(base)[i] =
+          encode_fp8<DType::kFloat8E4M3FNUZ>(apply_scale(v, scale));
       break;
     case DType::kBFloat16:
       reinterpret_cast<std::uint16_t*>(base)[i] = store_value<DType::kBFloat16>(v, scale);
@@ -292,35 +383,38 @@ __device__ __forceinline__ void store_out(char* base, DType d, std::int64_t i, f
   }
 }
 
-// One head row: rotary part (if `rope_dst`), then `copy_n` pass-through elements.
+// One head row: rotary part (if `rope_dst`), then `copy_n` pass-through
+// elements; lanes stride over pairs / elements.
+template <DType In>
 __device__ __forceinline__ void generic_row(const LaunchParams& p, const char* rope_src,
                                             char* rope_dst, const char* copy_src, char* copy_dst,
                                             std::int64_t copy_n, DType out, const char* cs,
                                             ScaleDivisor scale, int lane) {
-  const DType in = p.in_dtype;
   if (rope_dst != nullptr) {
     const std::int64_t half = p.rotary_dim / 2;
     for (std::int64_t q = lane; q < half; q += kGroup) {
       const PairIndex ix = pair_index(p.style, q, half);
       const RotatedPair r =
-          rotate_pair(load_f32(rope_src, in, ix.first), load_f32(rope_src, in, ix.second),
+          rotate_pair(load_elem<In>(rope_src, ix.first), load_elem<In>(rope_src, ix.second),
                       load_f32(cs, p.cos_dtype, q), load_f32(cs, p.cos_dtype, half + q));
       store_out(rope_dst, out, ix.first, r.y, scale);
       store_out(rope_dst, out, ix.second, r.yp, scale);
     }
   }
   for (std::int64_t e = lane; e < copy_n; e += kGroup)
-    store_out(copy_dst, out, e, load_f32(copy_src, in, e), scale);
+    store_out(copy_dst, out, e, load_elem<In>(copy_src, e), scale);
 }
 
-__global__ void __launch_bounds__(kGenericBlock) fused_generic_kernel(const LaunchParams p) {
-  dependency_wait();
-  dependents_launch();
+// One block per token (grid-stride); groups of kGroup threads take whole
+// head rows.
+template <DType In>
+__device__ __forceinline__ void generic_tokens(const LaunchParams& p) {
   const int lane = int(threadIdx.x) % kGroup;
   const int group = int(threadIdx.x) / kGroup;
   const int groups = int(blockDim.x) / kGroup;
   const std::int64_t in_es = p.in_size, qo_es = p.q_out_size, c_es = p.cache_size;
   const std::int64_t rows = p.num_q_heads + p.num_kv_heads * (p.v_dim > 0 ? 2 : 1);
+  const Divisors d = load_divisors(p);
   for (std::int64_t t = blockIdx.x; t < p.nnz; t += gridDim.x) {
     const TokenPlan plan = plan_token(p, t);
     if (!plan.write) {
@@ -332,30 +426,40 @@ __global__ void __launch_bounds__(kGenericBlock) fused_generic_kernel(const Laun
     for (std::int64_t r = group; r < rows; r += groups) {
       if (r < p.num_q_heads) {
         const std::int64_t h = r;
-        generic_row(p, p.q_rope.data + (t * p.q_rope.token_stride + h * p.q_rope.head_stride) * in_es,
+        generic_row<In>(p, p.q_rope.data + (t * p.q_rope.token_stride + h * p.q_rope.head_stride) * in_es,
                     p.q_rope_out.data +
                         (t * p.q_rope_out.token_stride + h * p.q_rope_out.head_stride) * qo_es,
                     p.q_nope.data + (t * p.q_nope.token_stride + h * p.q_nope.head_stride) * in_es,
                     p.q_nope_out.data +
                         (t * p.q_nope_out.token_stride + h * p.q_nope_out.head_stride) * qo_es,
-                    p.nope_dim, p.q_out_dtype, cs, token_scale(p.q_scale_ptr, p.q_scale), lane);
+                    p.nope_dim, p.q_out_dtype, cs, d.q, lane);
       } else if (r < p.num_q_heads + p.num_kv_heads) {
         const std::int64_t h = r - p.num_q_heads;
-        generic_row(p, p.k_rope.data + (t * p.k_rope.token_stride + h * p.k_rope.head_stride) * in_es,
+        generic_row<In>(p, p.k_rope.data + (t * p.k_rope.token_stride + h * p.k_rope.head_stride) * in_es,
                     p.k_cache_rope.data +
                         cache_offset(plan.page, plan.entry, h, p.k_cache_rope.stride) * c_es,
                     p.k_nope.data + (t * p.k_nope.token_stride + h * p.k_nope.head_stride) * in_es,
                     p.k_cache_nope.data +
                         cache_offset(plan.page, plan.entry, h, p.k_cache_nope.stride) * c_es,
-                    p.nope_dim, p.cache_dtype, cs, token_scale(p.k_scale_ptr, p.k_scale), lane);
+                    p.nope_dim, p.cache_dtype, cs, d.k, lane);
       } else {
         const std::int64_t h = r - p.num_q_heads - p.num_kv_heads;
-        generic_row(p, nullptr, nullptr,
+        generic_row<In>(p, nullptr, nullptr,
                     p.v.data + (t * p.v.token_stride + h * p.v.head_stride) * in_es,
                     p.v_cache.data + cache_offset(plan.page, plan.entry, h, p.v_cache.stride) * c_es,
-                    p.v_dim, p.cache_dtype, cs, token_scale(p.v_scale_ptr, p.v_scale), lane);
+                    p.v_dim, p.cache_dtype, cs, d.v, lane);
       }
     }
+  }
+}
+
+__global__ void __launch_bounds__(kGenericBlock) fused_generic_kernel(const LaunchParams p) {
+  dependency_wait();
+  dependents_launch();
+  switch (p.in_dtype) {
+    case DType::kBFloat16: generic_tokens<DType::kBFloat16>(p); break;
+    case DType::kFloat16: generic_tokens<DType::kFloat16>(p); break;
+    default: generic_tokens<DType::kFloat32>(p); break;
   }
 }
 

@@ -30,6 +30,10 @@ inline Error current_device(int* dev) { return hipGetDevice(dev); }
 inline Error multiprocessor_count(int dev, int* n) {
   return hipDeviceGetAttribute(n, hipDeviceAttributeMultiprocessorCount, dev);
 }
+template <class Kernel>
+Error resident_blocks(Kernel kernel, int block, int* n) {
+  return hipOccupancyMaxActiveBlocksPerMultiprocessor(n, kernel, block, 0);
+}
 inline Error last_error() { return hipGetLastError(); }
 inline const char* error_string(Error e) { return hipGetErrorString(e); }
 
@@ -44,6 +48,7 @@ __device__ __forceinline__ void dependency_wait() {}
 __device__ __forceinline__ void dependents_launch() {}
 __device__ __forceinline__ void store_streaming(uint2* p, uint2 v) { *p = v; }
 __device__ __forceinline__ void store_streaming(uint4* p, uint4 v) { *p = v; }
+__device__ __forceinline__ uint2 load_readonly(const uint2* p) { return *p; }
 __device__ __forceinline__ uint4 load_readonly(const uint4* p) { return *p; }
 __device__ __forceinline__ float4 load_readonly(const float4* p) { return *p; }
 
