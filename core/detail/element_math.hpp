@@ -99,28 +99,31 @@ ROPEKV_HD std::uint16_t f32_to_bf16(float f) {
 //
 // The rounding is one float addition: with e = the exponent of a, but no
 // smaller than the format's smallest normal exponent emin, the power of two
-// t = 2^(e + 23 - M) has an ulp of 2^(e - M), which is exactly the format's
-// step at a's exponent (for subnormals, at emin). So a + t, rounded by the FPU
-// (round to nearest even), is t + k * 2^(e - M) where k is a rounded to the
-// format's precision, ties to even (t's mantissa bits are zero, so the parity
-// of the sum's bits is k's); a + t < 2t, so the sum stays in t's binade, and
-// k = bits(a + t) - bits(t) in [0, 2^(M+1)]. The code is then k plus the
-// code's exponent field (e - emin) << M: normals carry their implicit bit in
-// k (k >= 2^M adds one to the exponent field), subnormals have k < 2^M, and a
-// round-up to the next binade (k = 2^(M+1)) lands on the next exponent's code.
-// No branch and no select: the same few instructions for every element,
-// which the host compilers vectorise. Only the default rounding mode is
-// assumed; flushing a float subnormal a to zero changes nothing (it is far
-// below half the smallest step of every format here).
+// 2^(e + 23 - M) has an ulp of 2^(e - M), which is exactly the format's step
+// at a's exponent (for subnormals, at emin). Let t be that power of two plus
+// j = (e - emin) << M units in the last place: j is the code's exponent field
+// (0 for subnormals) and, as t is still a multiple of its ulp, a + t rounded
+// by the FPU (to nearest even) is t + k * 2^(e - M) where k is a rounded to
+// the format's precision. a < 2^(e+1) and j + 2^(M+1) < 2^23, so the sum
+// stays in t's binade and its 23 mantissa bits are j + k: the code. Normals
+// carry their implicit bit in k (k >= 2^M adds one to the exponent field),
+// subnormals have k < 2^M, and a round-up to the next binade (k = 2^(M+1))
+// lands on the next exponent's code. Ties go to even codes: j is a multiple
+// of 2^M, so the sum's parity is k's. No branch and no select: the same few
+// instructions for every element, which the host compilers vectorise (and
+// the result is one mask of the sum's bits, so a vectoriser narrowing to the
+// code's width packs one vector, not several). Only the default rounding
+// mode is assumed; flushing a float subnormal a to zero changes nothing (it
+// is far below half the smallest step of every format here).
 template <int M, int B, std::uint32_t MaxBits>
 ROPEKV_HD std::uint32_t encode_small_float_magnitude(std::uint32_t abs_bits) {
   constexpr int kShift = 23 - M;
   constexpr std::uint32_t kMinNormalBits = std::uint32_t(127 + 1 - B) << 23;  // 2^emin
   const std::uint32_t a = u32_min(abs_bits, MaxBits);
   const std::uint32_t e = u32_max(a, kMinNormalBits) & 0x7f800000u;  // 2^max(exp(a), emin)
-  const std::uint32_t t = e + (std::uint32_t(kShift) << 23);          // 2^(e + 23 - M)
-  const std::uint32_t k = f32_bits(f32_from_bits(a) + f32_from_bits(t)) - t;
-  return ((e - kMinNormalBits) >> kShift) + k;
+  const std::uint32_t t = e + (std::uint32_t(kShift) << 23)          // 2^(e + 23 - M)
+                          + ((e - kMinNormalBits) >> kShift);        // + j ulps
+  return f32_bits(f32_from_bits(a) + f32_from_bits(t)) & 0x7fffffu;
 }
 
 // A whole small-float code: sign bit at bit (Bits - 1), the magnitude from
