@@ -27,6 +27,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -420,8 +421,8 @@ bool host_available() noexcept { return true; }
 // Debian's Kokkos (and any Serial-only build) runs a parallel_for on the
 // calling thread alone. The op is a few flops per byte, and on the host one
 // core does not saturate memory with them, so a large call is then split
-// into contiguous token ranges run by std::threads, one per CPU the process
-// may use. Each token is computed by the same code whatever thread runs it,
+// into chunks of consecutive tokens run by std::threads, one per CPU the
+// process may use. Each token is computed by the same code whatever thread runs it,
 // and distinct tokens write distinct outputs (validation rejects overlapping
 // outputs; two tokens with the same cache slot race on any backend), so the
 // results are the same bits for any thread count. With a Kokkos whose host
@@ -491,25 +492,41 @@ Result host_launch(const LaunchParams& p) noexcept {
       Space().fence();
       return Result{};
     }
-    // Serial host space: thread i runs tokens [nnz*i/n, nnz*(i+1)/n); the
-    // calling thread runs the last range. A thread that cannot be started
-    // leaves its range to the calling thread.
+    // Serial host space: the calling thread and up to threads - 1 workers
+    // take chunks of consecutive tokens from a shared counter until none is
+    // left. Chunks rather than one fixed range per thread: on a shared
+    // machine one core may be taken away for a while, and the other threads
+    // then do its share instead of waiting for it. A worker that cannot be
+    // started just leaves more chunks to the others.
     const int threads = model_bytes(p) < kMinBytesForThreads
                             ? 1
                             : int(std::min<std::int64_t>(own_threads(), p.nnz));
+    if (threads == 1) {
+      run_range(p, kernel, d, 0, p.nnz);
+      return Result{};
+    }
+    // About 16 chunks per thread, at most 64 tokens each (a few hundred
+    // microseconds of work for the largest canonical shapes).
+    const std::int64_t chunk =
+        std::max<std::int64_t>(1, std::min<std::int64_t>(64, p.nnz / (16 * threads)));
+    std::atomic<std::int64_t> next{0};
+    auto work = [&p, &kernel, &d, &next, chunk] {
+      for (;;) {
+        const std::int64_t t0 = next.fetch_add(chunk, std::memory_order_relaxed);
+        if (t0 >= p.nnz) return;
+        run_range(p, kernel, d, t0, std::min(p.nnz, t0 + chunk));
+      }
+    };
     std::vector<std::thread> workers;
     workers.reserve(std::size_t(threads - 1));
-    std::int64_t given = 0;  // tokens [0, given) belong to the workers
     for (int i = 0; i + 1 < threads; ++i) {
-      const std::int64_t t0 = p.nnz * i / threads, t1 = p.nnz * (i + 1) / threads;
       try {
-        workers.emplace_back([&p, &kernel, &d, t0, t1] { run_range(p, kernel, d, t0, t1); });
-        given = t1;
+        workers.emplace_back(work);
       } catch (const std::system_error&) {
         break;
       }
     }
-    run_range(p, kernel, d, given, p.nnz);
+    work();
     for (std::thread& w : workers) w.join();
   } catch (const std::exception& e) {
     return make_result(Status::kErrorLaunchFailed, "host backend failed: %s", e.what());

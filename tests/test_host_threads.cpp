@@ -126,8 +126,9 @@ std::size_t count_diff(const std::vector<std::uint8_t>& a, const std::vector<std
 }
 
 void check_split_equals_chunked(const Case& c) {
-  // Several threads even on a small machine (uneven ranges included), unless
-  // the environment chose a count; read once, at the first host call.
+  // Several threads even on a small machine, unless the environment chose a
+  // count (read once, at the first host call); the call is cut into chunks
+  // of 32 tokens that the threads take in whatever order they get them.
   setenv("ROPEKV_HOST_THREADS", "3", 0);
   constexpr std::int64_t kNnz = 1536, kChunk = 32;  // about 15 MB in one call; 300 KB a chunk
   Problem prob(c, kNnz);
