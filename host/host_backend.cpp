@@ -111,13 +111,19 @@ ROPEKV_HOST_INLINE void rope_row(const void* xv, void* yv, const void* csv, std:
   }
 }
 
-template <DType In, DType Out>
+// kN: the length when known at compile time (the fast path's value rows
+// when Dv == R, the usual case), else 0 and n is used.
+template <DType In, DType Out, int kN = 0>
 ROPEKV_HOST_INLINE void copy_row(const void* xv, void* yv, std::int64_t n, ScaleDivisor scale) {
   using I = typename Format<In>::storage;
   using O = typename Format<Out>::storage;
   const I* ROPEKV_RESTRICT x = static_cast<const I*>(xv);
   O* ROPEKV_RESTRICT y = static_cast<O*>(yv);
-  for (std::int64_t i = 0; i < n; ++i) y[i] = store_value<Out>(Format<In>::decode(x[i]), scale);
+  if constexpr (kN > 0) {
+    for (int i = 0; i < kN; ++i) y[i] = store_value<Out>(Format<In>::decode(x[i]), scale);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) y[i] = store_value<Out>(Format<In>::decode(x[i]), scale);
+  }
 }
 
 // ---------------------------------------------------------------- fast token path
@@ -194,10 +200,13 @@ ROPEKV_HOST_INLINE void fast_token(const LaunchParams& p, const Divisors& d, std
   if (p.v_dim > 0) {
     const I* v = reinterpret_cast<const I*>(p.v.data) + t * p.v.token_stride;
     O* v_cache = reinterpret_cast<O*>(p.v_cache.data);
-    for (std::int64_t h = 0; h < p.num_kv_heads; ++h)
-      copy_row<In, Out>(v + h * p.v.head_stride,
-                        v_cache + cache_offset(plan.page, plan.entry, h, p.v_cache.stride), p.v_dim,
-                        d.v);
+    for (std::int64_t h = 0; h < p.num_kv_heads; ++h) {
+      O* out = v_cache + cache_offset(plan.page, plan.entry, h, p.v_cache.stride);
+      if (p.v_dim == R)
+        copy_row<In, Out, R>(v + h * p.v.head_stride, out, R, d.v);
+      else
+        copy_row<In, Out>(v + h * p.v.head_stride, out, p.v_dim, d.v);
+    }
   }
 }
 
