@@ -1,20 +1,23 @@
 // The host backend: Kokkos over DefaultHostExecutionSpace (serial with
-// Debian's Kokkos, parallel with a user's OpenMP/Threads build). It is the
-// reference that every device backend is checked against bit for bit, and a
-// real CPU fallback: the per-row loops are branch-free and vectorise.
+// Debian's Kokkos, parallel with a user's OpenMP/Threads build; with a serial
+// space a large call is split over std::threads here, see "threads" below).
+// It is the reference that every device backend is checked against bit for
+// bit, and a real CPU fallback: the per-row loops are branch-free and
+// vectorise.
 //
 // Speed (x86-64 with GCC): the row loops are compiled three times, for
 // x86-64-v4 (AVX-512), x86-64-v3 (AVX2 + FMA) and the baseline, and the best
 // one the CPU supports is picked at run time, so the library stays portable
 // (no -march needed) yet the explicit fmaf of the RoPE and the quantization
-// step become vector FMAs instead of libm calls. None of this changes a
+// step become vector FMAs instead of libm calls (and the division by the
+// scale a vector divide: apply_scale). None of this changes a
 // result: the element math is the shared definition in
 // core/detail/element_math.hpp, compiled without contraction or fast-math.
 
 #if defined(__GNUC__) && !defined(__clang__)
-// Value-preserving: with the default -ftrapping-math GCC may not speculate the
-// float operations of the encoders' subnormal branch, turns their selects into
-// branches and vectorises nothing below AVX-512 (which has masked ops). No
+// Value-preserving: with the default -ftrapping-math GCC may not speculate
+// float operations feeding a select (as in f16_to_f32), turns such selects
+// into branches and vectorises nothing below AVX-512 (which has masked ops). No
 // trap is ever enabled here, and no result depends on this flag (it allows
 // neither contraction nor reassociation; division stays IEEE). Placed before
 // the includes so that the shared inline math compiled in this file carries
@@ -23,15 +26,24 @@
 #endif
 
 #include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <type_traits>
+#include <vector>
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 #include "backends/backend.hpp"
 #include "detail/dispatch.hpp"
 #include "detail/element_math.hpp"
+#include "detail/host_threads.hpp"
 #include "detail/lower.hpp"
 #include "detail/params.hpp"
 
@@ -99,13 +111,19 @@ ROPEKV_HOST_INLINE void rope_row(const void* xv, void* yv, const void* csv, std:
   }
 }
 
-template <DType In, DType Out>
+// kN: the length when known at compile time (the fast path's value rows
+// when Dv == R, the usual case), else 0 and n is used.
+template <DType In, DType Out, int kN = 0>
 ROPEKV_HOST_INLINE void copy_row(const void* xv, void* yv, std::int64_t n, ScaleDivisor scale) {
   using I = typename Format<In>::storage;
   using O = typename Format<Out>::storage;
   const I* ROPEKV_RESTRICT x = static_cast<const I*>(xv);
   O* ROPEKV_RESTRICT y = static_cast<O*>(yv);
-  for (std::int64_t i = 0; i < n; ++i) y[i] = store_value<Out>(Format<In>::decode(x[i]), scale);
+  if constexpr (kN > 0) {
+    for (int i = 0; i < kN; ++i) y[i] = store_value<Out>(Format<In>::decode(x[i]), scale);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) y[i] = store_value<Out>(Format<In>::decode(x[i]), scale);
+  }
 }
 
 // ---------------------------------------------------------------- fast token path
@@ -182,14 +200,20 @@ ROPEKV_HOST_INLINE void fast_token(const LaunchParams& p, const Divisors& d, std
   if (p.v_dim > 0) {
     const I* v = reinterpret_cast<const I*>(p.v.data) + t * p.v.token_stride;
     O* v_cache = reinterpret_cast<O*>(p.v_cache.data);
-    for (std::int64_t h = 0; h < p.num_kv_heads; ++h)
-      copy_row<In, Out>(v + h * p.v.head_stride,
-                        v_cache + cache_offset(plan.page, plan.entry, h, p.v_cache.stride), p.v_dim,
-                        d.v);
+    for (std::int64_t h = 0; h < p.num_kv_heads; ++h) {
+      O* out = v_cache + cache_offset(plan.page, plan.entry, h, p.v_cache.stride);
+      if (p.v_dim == R)
+        copy_row<In, Out, R>(v + h * p.v.head_stride, out, R, d.v);
+      else
+        copy_row<In, Out>(v + h * p.v.head_stride, out, p.v_dim, d.v);
+    }
   }
 }
 
-using TokenFn = void (*)(const LaunchParams& p, const Divisors& d, std::int64_t t);
+// Tokens [t0, t1) of the fast path, in one ISA-compiled function: no call
+// per token or per row.
+using RangeFn = void (*)(const LaunchParams& p, const Divisors& d, std::int64_t t0,
+                         std::int64_t t1);
 
 // ---------------------------------------------------------------- instruction sets
 // Each struct holds out-of-line row functions compiled for one instruction
@@ -205,8 +229,9 @@ using TokenFn = void (*)(const LaunchParams& p, const Divisors& d, std::int64_t 
     copy_row<In, Out>(x, y, n, scale);                                                     \
   }                                                                                        \
   template <DType In, DType Out, RopeStyle Style, int R>                                   \
-  TARGET static void token(const LaunchParams& p, const Divisors& d, std::int64_t t) {     \
-    fast_token<In, Out, Style, R>(p, d, t);                                                \
+  TARGET static void tokens(const LaunchParams& p, const Divisors& d, std::int64_t t0,     \
+                            std::int64_t t1) {                                             \
+    for (std::int64_t t = t0; t < t1; ++t) fast_token<In, Out, Style, R>(p, d, t);         \
   }
 
 // kFastPath: whether the fast token path is instantiated for this set (not for
@@ -260,10 +285,10 @@ RowFns select_rows(const LaunchParams& p) {
   return fns;
 }
 
-// The fast token function for `p`, or null when `p` is not a fast-path case.
+// The fast range function for `p`, or null when `p` is not a fast-path case.
 template <class Isa>
-TokenFn select_token(const LaunchParams& p) {
-  TokenFn fn = nullptr;
+RangeFn select_range(const LaunchParams& p) {
+  RangeFn fn = nullptr;
   if constexpr (Isa::kFastPath) {
     const bool fp8_out =
         p.q_out_dtype == p.cache_dtype &&
@@ -277,8 +302,8 @@ TokenFn select_token(const LaunchParams& p) {
       constexpr DType kIn = decltype(in)::value, kOut = decltype(out)::value;
       constexpr int kR = decltype(r)::value;
       fn = p.style == RopeStyle::kNeox
-               ? &Isa::template token<kIn, kOut, RopeStyle::kNeox, kR>
-               : &Isa::template token<kIn, kOut, RopeStyle::kInterleaved, kR>;
+               ? &Isa::template tokens<kIn, kOut, RopeStyle::kNeox, kR>
+               : &Isa::template tokens<kIn, kOut, RopeStyle::kInterleaved, kR>;
     };
     auto with_out = [&](auto in, auto r) {
       switch (p.cache_dtype) {
@@ -301,17 +326,17 @@ TokenFn select_token(const LaunchParams& p) {
   return fn;
 }
 
-// What runs each token: a fast token function, else the row functions.
+// What runs each token: a fast range function, else the row functions.
 struct Kernel {
-  TokenFn token = nullptr;
+  RangeFn range = nullptr;
   RowFns rows{};
 };
 
 template <class Isa>
 Kernel select_kernel(const LaunchParams& p) {
   Kernel k;
-  k.token = select_token<Isa>(p);
-  if (k.token == nullptr) k.rows = select_rows<Isa>(p);
+  k.range = select_range<Isa>(p);
+  if (k.range == nullptr) k.rows = select_rows<Isa>(p);
   return k;
 }
 
@@ -401,6 +426,58 @@ void ensure_kokkos() {
 
 bool host_available() noexcept { return true; }
 
+// ---------------------------------------------------------------- threads
+// Debian's Kokkos (and any Serial-only build) runs a parallel_for on the
+// calling thread alone. The op is a few flops per byte, and on the host one
+// core does not saturate memory with them, so a large call is then split
+// into chunks of consecutive tokens run by std::threads, one per CPU the
+// process may use. Each token is computed by the same code whatever thread runs it,
+// and distinct tokens write distinct outputs (validation rejects overlapping
+// outputs; two tokens with the same cache slot race on any backend), so the
+// results are the same bits for any thread count. With a Kokkos whose host
+// space is parallel (OpenMP, Threads) Kokkos does the splitting instead.
+
+// Threads a large call uses when Kokkos' host space is serial:
+// ROPEKV_HOST_THREADS=N (>= 1) if set, else the CPUs this process may run on.
+int own_threads() {
+  static const int n = [] {
+    if (const char* env = std::getenv("ROPEKV_HOST_THREADS")) {
+      const int v = std::atoi(env);
+      if (v >= 1) return v;
+    }
+#if defined(__linux__)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+#endif
+    return std::max(1, int(std::thread::hardware_concurrency()));
+  }();
+  return n;
+}
+
+// Below this many bytes of the byte model per call, a call runs on the
+// calling thread: starting and joining a thread costs tens of microseconds,
+// about what one core needs for this much data.
+constexpr double kMinBytesForThreads = 2.0 * 1024 * 1024;
+
+double model_bytes(const LaunchParams& p) {
+  const double in = double(p.in_size), q_out = double(p.q_out_size), kv = double(p.cache_size);
+  const double d = double(p.rotary_dim + p.nope_dim);
+  const double per_token = double(p.num_q_heads) * d * (in + q_out) +
+                           double(p.num_kv_heads) * (d + double(p.v_dim)) * (in + kv) +
+                           double(p.rotary_dim) * double(p.cos_size);
+  return per_token * double(p.nnz);
+}
+
+// Runs tokens [t0, t1) of one call.
+void run_range(const LaunchParams& p, const Kernel& kernel, const Divisors& d, std::int64_t t0,
+               std::int64_t t1) {
+  if (kernel.range != nullptr) {
+    kernel.range(p, d, t0, t1);
+  } else {
+    for (std::int64_t t = t0; t < t1; ++t) run_token(p, kernel.rows, d.q, d.k, d.v, t);
+  }
+}
+
 Result host_launch(const LaunchParams& p) noexcept {
   try {
     ensure_kokkos();
@@ -409,18 +486,57 @@ Result host_launch(const LaunchParams& p) noexcept {
     d.q = make_divisor(p.q_scale_ptr ? *p.q_scale_ptr : p.q_scale);
     d.k = make_divisor(p.k_scale_ptr ? *p.k_scale_ptr : p.k_scale);
     d.v = make_divisor(p.v_scale_ptr ? *p.v_scale_ptr : p.v_scale);
-    using Policy =
-        Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace, Kokkos::IndexType<std::int64_t>>;
-    if (kernel.token != nullptr) {
-      const TokenFn token = kernel.token;
-      Kokkos::parallel_for("ropekv::host::rope_quant_append", Policy(0, p.nnz),
-                           [=](std::int64_t t) { token(p, d, t); });
-    } else {
-      const RowFns fns = kernel.rows;
-      Kokkos::parallel_for("ropekv::host::rope_quant_append", Policy(0, p.nnz),
-                           [=](std::int64_t t) { run_token(p, fns, d.q, d.k, d.v, t); });
+    using Space = Kokkos::DefaultHostExecutionSpace;
+    if (Space::concurrency() > 1) {
+      using Policy = Kokkos::RangePolicy<Space, Kokkos::IndexType<std::int64_t>>;
+      if (kernel.range != nullptr) {
+        const RangeFn range = kernel.range;
+        Kokkos::parallel_for("ropekv::host::rope_quant_append", Policy(0, p.nnz),
+                             [=](std::int64_t t) { range(p, d, t, t + 1); });
+      } else {
+        const RowFns fns = kernel.rows;
+        Kokkos::parallel_for("ropekv::host::rope_quant_append", Policy(0, p.nnz),
+                             [=](std::int64_t t) { run_token(p, fns, d.q, d.k, d.v, t); });
+      }
+      Space().fence();
+      return Result{};
     }
-    Kokkos::DefaultHostExecutionSpace().fence();
+    // Serial host space: the calling thread and up to threads - 1 workers
+    // take chunks of consecutive tokens from a shared counter until none is
+    // left. Chunks rather than one fixed range per thread: on a shared
+    // machine one core may be taken away for a while, and the other threads
+    // then do its share instead of waiting for it. A worker that cannot be
+    // started just leaves more chunks to the others.
+    const int threads = model_bytes(p) < kMinBytesForThreads
+                            ? 1
+                            : int(std::min<std::int64_t>(own_threads(), p.nnz));
+    if (threads == 1) {
+      run_range(p, kernel, d, 0, p.nnz);
+      return Result{};
+    }
+    // About 16 chunks per thread, at most 64 tokens each (a few hundred
+    // microseconds of work for the largest canonical shapes).
+    const std::int64_t chunk =
+        std::max<std::int64_t>(1, std::min<std::int64_t>(64, p.nnz / (16 * threads)));
+    std::atomic<std::int64_t> next{0};
+    auto work = [&p, &kernel, &d, &next, chunk] {
+      for (;;) {
+        const std::int64_t t0 = next.fetch_add(chunk, std::memory_order_relaxed);
+        if (t0 >= p.nnz) return;
+        run_range(p, kernel, d, t0, std::min(p.nnz, t0 + chunk));
+      }
+    };
+    std::vector<std::thread> workers;
+    workers.reserve(std::size_t(threads - 1));
+    for (int i = 0; i + 1 < threads; ++i) {
+      try {
+        workers.emplace_back(work);
+      } catch (const std::system_error&) {
+        break;
+      }
+    }
+    work();
+    for (std::thread& w : workers) w.join();
   } catch (const std::exception& e) {
     return make_result(Status::kErrorLaunchFailed, "host backend failed: %s", e.what());
   } catch (...) {
@@ -432,6 +548,12 @@ Result host_launch(const LaunchParams& p) noexcept {
 }  // namespace
 
 const BackendOps kHostBackendOps = {Backend::kHost, &host_available, &host_launch};
+
+int host_backend_threads() noexcept {
+  ensure_kokkos();
+  const int kokkos = Kokkos::DefaultHostExecutionSpace::concurrency();
+  return kokkos > 1 ? kokkos : own_threads();
+}
 
 }  // namespace detail
 }  // namespace ropekv

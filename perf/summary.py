@@ -40,7 +40,7 @@ def main(argv):
             ceilings.setdefault(family, b["copy_GBps"])
     for family, gbps in sorted(ceilings.items()):
         kind = ("cudaMemcpyAsync D2D 1 GiB" if family == "cuda"
-                else "memcpy 256 MiB, one thread")
+                else "memcpy 256 MiB, as many threads as the host backend")
         print(f"copy ceiling ({family}): {gbps:.1f} GB/s ({kind}, read + write)")
     if not benches:
         print("no benchmarks in the file")

@@ -182,12 +182,17 @@ void half_dense_sweep(DType dtype, int ulps) {
 TEST(Encoders, BF16_DenseSweep) { half_dense_sweep(DType::kBFloat16, 64); }
 TEST(Encoders, F16_DenseSweep) { half_dense_sweep(DType::kFloat16, 64); }
 
-// Every 4093rd float32 bit pattern (both signs, every exponent), all formats.
+// Every 251st float32 bit pattern (both signs, every exponent, every residue
+// of the low mantissa bits over the sweep), all formats: 17 million inputs
+// each, about a second in all. (The small-float encoder was also compared
+// with the oracle over all 2^32 inputs, once, when its rounding changed to
+// the one-addition form: 0 differences in each format; about 2 minutes on
+// two cores, too long for every test run.)
 TEST(Encoders, AllFormats_StridedSweep) {
   for (DType d : {DType::kFloat8E4M3FN, DType::kFloat8E5M2, DType::kFloat8E4M3FNUZ,
                   DType::kBFloat16, DType::kFloat16}) {
     Sweep s(d);
-    for (std::uint64_t u = 0; u <= 0xffffffffull; u += 4093) s.check(from_bits(std::uint32_t(u)));
+    for (std::uint64_t u = 0; u <= 0xffffffffull; u += 251) s.check(from_bits(std::uint32_t(u)));
     s.expect_clean();
   }
 }

@@ -1,9 +1,12 @@
-// The quantization step divides by the scale without a divide instruction
-// (core/detail/element_math.hpp, apply_scale: reciprocal + one Markstein
-// correction). For scales in [2^-60, 2^60] it must equal IEEE division: bit
-// for bit away from underflow/overflow, and in every FP8 code everywhere. This host
+// The quantization step (core/detail/element_math.hpp, apply_scale) is IEEE
+// division by the scale. On the device it is evaluated without a divide
+// instruction (apply_scale_markstein: reciprocal + one Markstein correction);
+// for scales in [2^-60, 2^60] that form must equal IEEE division: bit for bit
+// away from underflow/overflow, and in every FP8 code everywhere. This host
 // test sweeps every 251st float32 bit pattern (plus all specials) for each
-// scale; the CUDA test binary sweeps all 2^32 patterns on the GPU.
+// scale; the CUDA test binary sweeps all 2^32 patterns on the GPU (where
+// apply_scale is the Markstein form). On the host apply_scale is the divide
+// instruction itself, which the same sweep checks bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,13 +21,16 @@ namespace {
 namespace rd = ropekv::detail;
 
 struct Tally {
-  std::uint64_t checked = 0, float_diff = 0, fp8_diff = 0;
+  std::uint64_t checked = 0, float_diff = 0, fp8_diff = 0, host_diff = 0;
 };
 
 void check_one(float x, float s, const rd::ScaleDivisor& d, Tally& t) {
   ++t.checked;
   const float want = x / s;  // IEEE division (no fast-math in this project)
-  const float got = rd::apply_scale(x, d);
+  const float got = rd::apply_scale_markstein(x, d);
+  // The host's apply_scale: IEEE division, every bit (NaN: any NaN).
+  const float host = rd::apply_scale(x, d);
+  if (rd::f32_bits(host) != rd::f32_bits(want) && !(host != host && want != want)) ++t.host_diff;
   const std::uint32_t wb = rd::f32_bits(want), gb = rd::f32_bits(got);
   const bool both_nan = want != want && got != got;
   if (wb != gb && !both_nan) {
@@ -53,25 +59,31 @@ TEST(ScaleDivision, MatchesIeeeDivisionStridedSweep) {
       check_one(ropekv_test::bits_to_float(special), s, d, t);
     EXPECT_EQ(t.float_diff, 0u) << "scale " << s;
     EXPECT_EQ(t.fp8_diff, 0u) << "scale " << s;
+    EXPECT_EQ(t.host_diff, 0u) << "scale " << s;
     total.checked += t.checked;
     total.float_diff += t.float_diff;
     total.fp8_diff += t.fp8_diff;
+    total.host_diff += t.host_diff;
   }
-  std::printf("[ division ] %llu quotients checked against IEEE division: %llu float "
-              "differences above 2^-100, %llu FP8 code differences\n",
+  std::printf("[ division ] %llu quotients checked against IEEE division: Markstein form "
+              "%llu float differences above 2^-100, %llu FP8 code differences; host "
+              "apply_scale %llu differences\n",
               static_cast<unsigned long long>(total.checked),
               static_cast<unsigned long long>(total.float_diff),
-              static_cast<unsigned long long>(total.fp8_diff));
+              static_cast<unsigned long long>(total.fp8_diff),
+              static_cast<unsigned long long>(total.host_diff));
 }
 
 TEST(ScaleDivision, SignedZeroAndInfinity) {
   const rd::ScaleDivisor d = rd::make_divisor(0.1f);
-  EXPECT_EQ(rd::f32_bits(rd::apply_scale(-0.0f, d)), 0x80000000u);
-  EXPECT_EQ(rd::f32_bits(rd::apply_scale(0.0f, d)), 0x00000000u);
-  EXPECT_EQ(rd::apply_scale(INFINITY, d), INFINITY);
-  EXPECT_EQ(rd::apply_scale(-INFINITY, d), -INFINITY);
-  EXPECT_TRUE(std::isnan(rd::apply_scale(NAN, d)));
-  EXPECT_EQ(rd::apply_scale(3.0e38f, d), INFINITY);  // overflow rounds to inf
+  for (auto f : {&rd::apply_scale, &rd::apply_scale_markstein}) {
+    EXPECT_EQ(rd::f32_bits(f(-0.0f, d)), 0x80000000u);
+    EXPECT_EQ(rd::f32_bits(f(0.0f, d)), 0x00000000u);
+    EXPECT_EQ(f(INFINITY, d), INFINITY);
+    EXPECT_EQ(f(-INFINITY, d), -INFINITY);
+    EXPECT_TRUE(std::isnan(f(NAN, d)));
+    EXPECT_EQ(f(3.0e38f, d), INFINITY);  // overflow rounds to inf
+  }
 }
 
 }  // namespace

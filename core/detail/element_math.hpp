@@ -54,6 +54,7 @@ ROPEKV_HD float f32_from_bits(std::uint32_t u) {
 #endif
 }
 ROPEKV_HD std::uint32_t u32_min(std::uint32_t a, std::uint32_t b) { return a < b ? a : b; }
+ROPEKV_HD std::uint32_t u32_max(std::uint32_t a, std::uint32_t b) { return a > b ? a : b; }
 
 // ------------------------------------------------------------- decoding inputs (exact)
 ROPEKV_HD float bf16_to_f32(std::uint16_t h) { return f32_from_bits(std::uint32_t(h) << 16); }
@@ -90,27 +91,39 @@ ROPEKV_HD std::uint16_t f32_to_bf16(float f) {
   return (u & 0x7fffffffu) > 0x7f800000u ? kNanBF16 : std::uint16_t(rounded);
 }
 
-// A small float format with E exponent bits, M mantissa bits and bias B.
-// Values of magnitude above `max_bits` (the float bits of the largest value
-// the conversion may produce) are clamped to it before rounding; that is
-// saturation for FP8 (satfinite) and, with max_bits = the bits of 2^(emax+1),
-// overflow to infinity for fp16.
+// A small float format with M mantissa bits and bias B. Values of magnitude
+// above `max_bits` (the float bits of the largest value the conversion may
+// produce) are clamped to it before rounding; that is saturation for FP8
+// (satfinite) and, with max_bits = the bits of 2^(emax+1), overflow to
+// infinity for fp16.
+//
+// The rounding is one float addition: with e = the exponent of a, but no
+// smaller than the format's smallest normal exponent emin, the power of two
+// 2^(e + 23 - M) has an ulp of 2^(e - M), which is exactly the format's step
+// at a's exponent (for subnormals, at emin). Let t be that power of two plus
+// j = (e - emin) << M units in the last place: j is the code's exponent field
+// (0 for subnormals) and, as t is still a multiple of its ulp, a + t rounded
+// by the FPU (to nearest even) is t + k * 2^(e - M) where k is a rounded to
+// the format's precision. a < 2^(e+1) and j + 2^(M+1) < 2^23, so the sum
+// stays in t's binade and its 23 mantissa bits are j + k: the code. Normals
+// carry their implicit bit in k (k >= 2^M adds one to the exponent field),
+// subnormals have k < 2^M, and a round-up to the next binade (k = 2^(M+1))
+// lands on the next exponent's code. Ties go to even codes: j is a multiple
+// of 2^M, so the sum's parity is k's. No branch and no select: the same few
+// instructions for every element, which the host compilers vectorise (and
+// the result is one mask of the sum's bits, so a vectoriser narrowing to the
+// code's width packs one vector, not several). Only the default rounding
+// mode is assumed; flushing a float subnormal a to zero changes nothing (it
+// is far below half the smallest step of every format here).
 template <int M, int B, std::uint32_t MaxBits>
 ROPEKV_HD std::uint32_t encode_small_float_magnitude(std::uint32_t abs_bits) {
   constexpr int kShift = 23 - M;
-  constexpr std::uint32_t kMinNormalBits = std::uint32_t(127 + 1 - B) << 23;
-  constexpr std::uint32_t kRebias = std::uint32_t(127 - B) << M;
-  // 2^(B - 1 + M): scales a subnormal to an integer count of the smallest step.
-  constexpr std::uint32_t kSubScaleBits = std::uint32_t(127 + B - 1 + M) << 23;
+  constexpr std::uint32_t kMinNormalBits = std::uint32_t(127 + 1 - B) << 23;  // 2^emin
   const std::uint32_t a = u32_min(abs_bits, MaxBits);
-  // Normal range: round the float mantissa to M bits (ties to even), rebias.
-  const std::uint32_t r = a + ((1u << (kShift - 1)) - 1u) + ((a >> kShift) & 1u);
-  const std::uint32_t normal = (r >> kShift) - kRebias;
-  // Subnormal range: value * 2^(B-1+M) is exact; adding 2^23 rounds it to an
-  // integer (ties to even) in the low mantissa bits. 2^M is the smallest normal.
-  const float scaled = f32_from_bits(a) * f32_from_bits(kSubScaleBits) + 8388608.0f;
-  const std::uint32_t sub = f32_bits(scaled) - 0x4b000000u;
-  return a < kMinNormalBits ? sub : normal;
+  const std::uint32_t e = u32_max(a, kMinNormalBits) & 0x7f800000u;  // 2^max(exp(a), emin)
+  const std::uint32_t t = e + (std::uint32_t(kShift) << 23)          // 2^(e + 23 - M)
+                          + ((e - kMinNormalBits) >> kShift);        // + j ulps
+  return f32_bits(f32_from_bits(a) + f32_from_bits(t)) & 0x7fffffu;
 }
 
 // A whole small-float code: sign bit at bit (Bits - 1), the magnitude from
@@ -178,10 +191,17 @@ ROPEKV_HD PairIndex pair_index(RopeStyle style, std::int64_t p, std::int64_t hal
 // ------------------------------------------------------------- quantization
 // The value stored for `v` with dequantization scale `scale` is
 // convert(RN(v / scale)): IEEE float32 division, then the format's encoder.
-//
-// The division is evaluated without a divide instruction: with the scale's
-// correctly rounded reciprocal y = RN(1/s) (once per call), q0 = RN(v*y) is
-// a faithful approximation of v/s, and one Markstein correction
+// apply_scale is the one definition of that step; it has two instruction
+// sequences, chosen per compilation target:
+//  * host: the divide instruction, which is IEEE division by definition
+//    (SSE/AVX divps is correctly rounded; no fast-math here). It is the
+//    cheapest form on the host: the divider runs beside the other vector
+//    units, where the sequence below costs five vector instructions;
+//  * device (CUDA, HIP): apply_scale_markstein, without a divide instruction
+//    (a GPU's IEEE division is a slow multi-instruction sequence).
+// apply_scale_markstein: with the scale's correctly rounded reciprocal
+// y = RN(1/s) (once per call), q0 = RN(v*y) is a faithful approximation of
+// v/s, and one Markstein correction
 //   e = v - s*q0 (exact, by fma),  q1 = RN(q0 + e*y)
 // yields RN(v/s) exactly whenever no intermediate overflows or underflows
 // (Markstein's theorem). Outside that range, for scales in [2^-60, 2^60]
@@ -192,9 +212,11 @@ ROPEKV_HD PairIndex pair_index(RopeStyle style, std::int64_t p, std::int64_t hal
 //  * |v| < 2^-100 (the remainder may underflow): the quotient is below
 //    2^-40 and may be off by an ulp, which no FP8 format can see (their
 //    smallest step is 2^-16 at most); likewise quotients from 2^127 on.
-// So every FP8 code equals the code of the IEEE quotient; tests compare the
-// two over every float32 input (GPU) or a dense sweep (host) for a set of
-// scales. Scales apply to FP8 outputs only.
+// So every FP8 code of the two forms is the code of the IEEE quotient, and
+// host and device store the same bits. Tests compare apply_scale_markstein
+// with IEEE division over every float32 input on the GPU and a dense sweep
+// on the host (tests/test_scale_division.cpp, which also checks that the
+// host's apply_scale is the IEEE quotient). Scales apply to FP8 outputs only.
 struct ScaleDivisor {
   float scale, recip;
 };
@@ -204,7 +226,7 @@ ROPEKV_HD ScaleDivisor make_divisor(float scale) {
   d.recip = 1.0f / scale;  // IEEE division: correctly rounded
   return d;
 }
-ROPEKV_HD float apply_scale(float v, ScaleDivisor d) {
+ROPEKV_HD float apply_scale_markstein(float v, ScaleDivisor d) {
   const float q0 = v * d.recip;
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
   const float e = ::fmaf(-d.scale, q0, v);
@@ -216,6 +238,13 @@ ROPEKV_HD float apply_scale(float v, ScaleDivisor d) {
   // q0 is zero, infinite or NaN <=> (|bits| - 1) wraps or reaches inf's bits.
   const std::uint32_t special = (f32_bits(q0) & 0x7fffffffu) - 1u;
   return special >= 0x7f7fffffu ? q0 : q1;
+}
+ROPEKV_HD float apply_scale(float v, ScaleDivisor d) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  return apply_scale_markstein(v, d);
+#else
+  return v / d.scale;
+#endif
 }
 
 // ------------------------------------------------------------- cache addressing
