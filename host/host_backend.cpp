@@ -486,57 +486,7 @@ Result host_launch(const LaunchParams& p) noexcept {
     d.q = make_divisor(p.q_scale_ptr ? *p.q_scale_ptr : p.q_scale);
     d.k = make_divisor(p.k_scale_ptr ? *p.k_scale_ptr : p.k_scale);
     d.v = make_divisor(p.v_scale_ptr ? *p.v_scale_ptr : p.v_scale);
-    using Space = Kokkos::DefaultHostExecutionSpace;
-    if (Space::concurrency() > 1) {
-      using Policy = Kokkos::RangePolicy<Space, Kokkos::IndexType<std::int64_t>>;
-      if (kernel.range != nullptr) {
-        const RangeFn range = kernel.range;
-        Kokkos::parallel_for("ropekv::host::rope_quant_append", Policy(0, p.nnz),
-                             [=](std::int64_t t) { range(p, d, t, t + 1); });
-      } else {
-        const RowFns fns = kernel.rows;
-        Kokkos::parallel_for("ropekv::host::rope_quant_append", Policy(0, p.nnz),
-                             [=](std::int64_t t) { run_token(p, fns, d.q, d.k, d.v, t); });
-      }
-      Space().fence();
-      return Result{};
-    }
-    // Serial host space: the calling thread and up to threads - 1 workers
-    // take chunks of consecutive tokens from a shared counter until none is
-    // left. Chunks rather than one fixed range per thread: on a shared
-    // machine one core may be taken away for a while, and the other threads
-    // then do its share instead of waiting for it. A worker that cannot be
-    // started just leaves more chunks to the others.
-    const int threads = model_bytes(p) < kMinBytesForThreads
-                            ? 1
-                            : int(std::min<std::int64_t>(own_threads(), p.nnz));
-    if (threads == 1) {
-      run_range(p, kernel, d, 0, p.nnz);
-      return Result{};
-    }
-    // About 16 chunks per thread, at most 64 tokens each (a few hundred
-    // microseconds of work for the largest canonical shapes).
-    const std::int64_t chunk =
-        std::max<std::int64_t>(1, std::min<std::int64_t>(64, p.nnz / (16 * threads)));
-    std::atomic<std::int64_t> next{0};
-    auto work = [&p, &kernel, &d, &next, chunk] {
-      for (;;) {
-        const std::int64_t t0 = next.fetch_add(chunk, std::memory_order_relaxed);
-        if (t0 >= p.nnz) return;
-        run_range(p, kernel, d, t0, std::min(p.nnz, t0 + chunk));
-      }
-    };
-    std::vector<std::thread> workers;
-    workers.reserve(std::size_t(threads - 1));
-    for (int i = 0; i + 1 < threads; ++i) {
-      try {
-        workers.emplace_back(work);
-      } catch (const std::system_error&) {
-        break;
-      }
-    }
-    work();
-    for (std::thread& w : workers) w.join();
+    host_for_tokens(p, [&](std::int64_t t0, std::int64_t t1) { run_range(p, kernel, d, t0, t1); });
   } catch (const std::exception& e) {
     return make_result(Status::kErrorLaunchFailed, "host backend failed: %s", e.what());
   } catch (...) {
@@ -548,6 +498,55 @@ Result host_launch(const LaunchParams& p) noexcept {
 }  // namespace
 
 const BackendOps kHostBackendOps = {Backend::kHost, &host_available, &host_launch};
+
+void host_for_tokens(const LaunchParams& p,
+                     const std::function<void(std::int64_t, std::int64_t)>& body) {
+  ensure_kokkos();
+  using Space = Kokkos::DefaultHostExecutionSpace;
+  if (Space::concurrency() > 1) {
+    using Policy = Kokkos::RangePolicy<Space, Kokkos::IndexType<std::int64_t>>;
+    Kokkos::parallel_for("ropekv::host::rope_quant_append", Policy(0, p.nnz),
+                         [&body](std::int64_t t) { body(t, t + 1); });
+    Space().fence();
+    return;
+  }
+  // Serial host space: the calling thread and up to threads - 1 workers
+  // take chunks of consecutive tokens from a shared counter until none is
+  // left. Chunks rather than one fixed range per thread: on a shared
+  // machine one core may be taken away for a while, and the other threads
+  // then do its share instead of waiting for it. A worker that cannot be
+  // started just leaves more chunks to the others.
+  const int threads = model_bytes(p) < kMinBytesForThreads
+                          ? 1
+                          : int(std::min<std::int64_t>(own_threads(), p.nnz));
+  if (threads <= 1) {
+    if (p.nnz > 0) body(0, p.nnz);
+    return;
+  }
+  // About 16 chunks per thread, at most 64 tokens each (a few hundred
+  // microseconds of work for the largest canonical shapes).
+  const std::int64_t chunk =
+      std::max<std::int64_t>(1, std::min<std::int64_t>(64, p.nnz / (16 * threads)));
+  std::atomic<std::int64_t> next{0};
+  auto work = [&p, &body, &next, chunk] {
+    for (;;) {
+      const std::int64_t t0 = next.fetch_add(chunk, std::memory_order_relaxed);
+      if (t0 >= p.nnz) return;
+      body(t0, std::min(p.nnz, t0 + chunk));
+    }
+  };
+  std::vector<std::thread> workers;
+  workers.reserve(std::size_t(threads - 1));
+  for (int i = 0; i + 1 < threads; ++i) {
+    try {
+      workers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
+  work();
+  for (std::thread& w : workers) w.join();
+}
 
 int host_backend_threads() noexcept {
   ensure_kokkos();

@@ -62,8 +62,11 @@ void print_help() {
       "call on (ROPEKV_HOST_THREADS, default: the CPUs available), GPU:\n"
       "cudaMemcpyAsync device-to-device of 1 GiB, both counting bytes read + written,\n"
       "median of several); speedup_vs_unfused = unfused time / fused time, both\n"
-      "measured in this run (the host unfused baseline is single-threaded).\n"
-      "Host timing: wall time of back-to-back calls (decode sizes are cache-warm).\n"
+      "measured in this run (the host unfused baseline runs each pass on the host\n"
+      "backend's threads).\n"
+      "Host timing: median wall time per call over back-to-back calls (decode sizes\n"
+      "are cache-warm); the median, like the ceiling's, discounts calls slowed by\n"
+      "other tenants of a shared machine.\n"
       "GPU timing: CUDA events around a graph of >= 100 back-to-back calls rotating\n"
       "over enough buffer sets that the data set exceeds 240 MB (4x the H200's L2;\n"
       "label 'l2-resident' when 1000 calls cannot reach that), 2 warm-up replays,\n"
@@ -188,18 +191,18 @@ ropekv::Result host_call(HostProblem& p, bool fused) {
                : unfused_host(p.args, p.q_rot.data(), p.k_rot.data());
 }
 
-// Mean time per call over at least `min_s` seconds (fallback when the
+// Median time per call over at least `min_s` seconds (fallback when the
 // matching unfused benchmark was filtered out).
 double host_time_us(HostProblem& p, bool fused, double min_s) {
-  std::int64_t n = 0;
+  std::vector<double> t;
   const auto t0 = std::chrono::steady_clock::now();
-  double el = 0;
   do {
+    const auto c0 = std::chrono::steady_clock::now();
     host_call(p, fused);
-    ++n;
-    el = seconds_since(t0);
-  } while (el < min_s || n < 2);
-  return el / double(n) * 1e6;
+    t.push_back(seconds_since(c0));
+  } while (seconds_since(t0) < min_s || t.size() < 3);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2] * 1e6;
 }
 
 void bm_host(benchmark::State& st, const Shape* s, std::int64_t nnz, bool fused) {
@@ -210,12 +213,15 @@ void bm_host(benchmark::State& st, const Shape* s, std::int64_t nnz, bool fused)
     st.SkipWithError((std::string(ropekv::to_string(r.status)) + ": " + r.message).c_str());
     return;
   }
-  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<double> t;
   for (auto _ : st) {
+    const auto c0 = std::chrono::steady_clock::now();
     host_call(p, fused);
     benchmark::ClobberMemory();
+    t.push_back(seconds_since(c0));
   }
-  const double us = seconds_since(t0) / double(st.iterations()) * 1e6;
+  std::sort(t.begin(), t.end());
+  const double us = t[t.size() / 2] * 1e6;  // median per call
   set_counters(st, *s, nnz, us, ceiling);
   const std::string key = bench_name("host", *s, nnz);
   if (!fused) {

@@ -1,14 +1,27 @@
-// How many threads the host backend runs a large call on: the concurrency of
-// Kokkos' default host execution space when it is parallel, else the threads
-// the backend starts itself (host/host_backend.cpp). The perf suite measures
-// its host copy ceiling with as many threads, so that the comparison is like
-// for like. Defined only when the host backend is compiled in.
+// How the host backend spreads a call over threads, shared with the perf
+// suite's host unfused baseline so that both get the same parallelism.
+// Defined only when the host backend is compiled in (host/host_backend.cpp).
 #pragma once
+
+#include <cstdint>
+#include <functional>
 
 namespace ropekv {
 namespace detail {
 
+struct LaunchParams;
+
+// How many threads the host backend runs a large call on: the concurrency of
+// Kokkos' default host execution space when it is parallel, else the threads
+// the backend starts itself. The perf suite measures its host copy ceiling
+// with as many threads, so that the comparison is like for like.
 int host_backend_threads() noexcept;
+
+// Runs body(t0, t1) over the tokens [0, p.nnz) in chunks of consecutive
+// tokens, on the threads the host backend uses for a call like `p` (one
+// below its size threshold). May throw what starting a thread throws.
+void host_for_tokens(const LaunchParams& p,
+                     const std::function<void(std::int64_t, std::int64_t)>& body);
 
 }  // namespace detail
 }  // namespace ropekv
