@@ -278,4 +278,18 @@ TEST(CudaRuntime, LargeBatchGridStride) {
   expect_identical(dp.download(nullptr), host_reference(pb), "large");
 }
 
+// A large batch through the run-time-shape vector kernel (R 32, N 64: no
+// specialisation), with a third of the tokens padding and device scales:
+// teams loop over several tokens each and prefetch the next token's indices,
+// padding or not.
+TEST(CudaRuntime, LargeBatchRuntimeShapeWithPadding) {
+  SKIP_WITHOUT_CUDA();
+  Problem pb(12000, 16, 2, 96, 32, 0, 61);
+  pb.pages = 800;
+  pb.reindex(62, 0.3);
+  DeviceProblem dp(pb);
+  ASSERT_TRUE(run(make_args(pb, dp.b, true), Backend::kCuda).ok());
+  expect_identical(dp.download(nullptr), host_reference(pb), "large, run-time shape");
+}
+
 }  // namespace
