@@ -160,6 +160,34 @@ VecKernel pick_out(const LaunchParams& p) {
   }
 }
 
+// The generic kernel for p's dtypes: the output dtype fixed when the query
+// output and the cache share an FP8 dtype, else dispatched per element.
+using GenericKernel = void (*)(const LaunchParams);
+template <DType In, bool kCosF32>
+GenericKernel pick_generic_out(const LaunchParams& p) {
+  const DType out = p.q_out_dtype == p.cache_dtype ? p.cache_dtype : DType::kInvalid;
+  switch (out) {
+    case DType::kFloat8E4M3FN: return &fused_generic_kernel<In, DType::kFloat8E4M3FN, kCosF32>;
+    case DType::kFloat8E5M2: return &fused_generic_kernel<In, DType::kFloat8E5M2, kCosF32>;
+    case DType::kFloat8E4M3FNUZ:
+      return &fused_generic_kernel<In, DType::kFloat8E4M3FNUZ, kCosF32>;
+    default: return &fused_generic_kernel<In, DType::kInvalid, kCosF32>;
+  }
+}
+template <DType In>
+GenericKernel pick_generic_cos(const LaunchParams& p) {
+  // Validated: the cos/sin table is fp32 or the input dtype.
+  return p.cos_dtype == DType::kFloat32 ? pick_generic_out<In, true>(p)
+                                        : pick_generic_out<In, false>(p);
+}
+GenericKernel pick_generic(const LaunchParams& p) {
+  switch (p.in_dtype) {
+    case DType::kBFloat16: return pick_generic_cos<DType::kBFloat16>(p);
+    case DType::kFloat16: return pick_generic_cos<DType::kFloat16>(p);
+    default: return pick_generic_cos<DType::kFloat32>(p);
+  }
+}
+
 unsigned grid_for(std::uint64_t work, unsigned block, int sms, unsigned per_sm) {
   const std::uint64_t want = (work + block - 1) / block;
   const std::uint64_t cap = std::uint64_t(sms) * per_sm;
@@ -195,7 +223,7 @@ unsigned grid_for(std::uint64_t work, unsigned block, int sms, unsigned per_sm) 
     err = launch(kernel, grid, block, stream, p.pdl, p, g);
   } else {
     const unsigned grid = grid_for(std::uint64_t(p.nnz) * kGenericBlock, kGenericBlock, sms, 8);
-    err = launch(&fused_generic_kernel, grid, kGenericBlock, stream, p.pdl, p);
+    err = launch(pick_generic(p), grid, kGenericBlock, stream, p.pdl, p);
   }
   if (err == kSuccess) err = last_error();
   if (err != kSuccess)

@@ -2,17 +2,18 @@
 //
 // vector path (fused_vec_kernel): the hand-tuned path for aligned shapes
 //   (R, N, Dv multiples of 16; 16-byte aligned input rows; 8-byte aligned FP8
-//   output rows; fp32 or input-dtype cos/sin). One work item = 16 elements of
-//   one head row: a NeoX item holds both members of its 8 rotation pairs
-//   (x[8j..8j+8) and x[R/2+8j..R/2+8j+8)), an interleaved item 8 adjacent
-//   pairs, a copy item 16 pass-through elements. Each thread issues two
-//   16-byte loads, rotates in registers and writes FP8 with streaming stores.
-//   Consecutive threads take consecutive items of one row, so every warp
-//   access is coalesced. Canonical shapes are template specialisations
-//   (kR/kN/kDv > 0); 0 means "read at run time".
+//   output rows; fp32 or input-dtype cos/sin). A token's work is cut into
+//   16-element units (see VecUnit); a team of threads takes one token at a
+//   time, loads its indices and each lane's cos/sin once, and strides over
+//   the units two at a time (two 16-byte loads each, rotation in registers,
+//   two 8-byte FP8 stores). Every warp load and store covers whole contiguous
+//   segments. Canonical shapes are template specialisations (kR/kN/kDv > 0);
+//   0 means "read at run time". See VecGeometry and fused_vec_kernel.
 // generic path (fused_generic_kernel): any valid shape, alignment and dtype
-//   combination. One block per token (grid-stride); groups of kGroup threads
-//   take whole head rows, lanes stride over pairs / elements.
+//   combination, one kernel per input dtype, FP8 output dtype (or run-time
+//   output dtype) and cos/sin dtype. One block per token (grid-stride);
+//   groups of kGroup threads take whole head rows, lanes stride over pairs /
+//   elements.
 //
 // Both read a token's slot (or batch index) first and nothing else of a
 // padding token; every element goes through the shared element math.
@@ -31,6 +32,10 @@ namespace gpu {
 constexpr int kItem = 16;         // elements per vector-path work item
 constexpr int kVecBlock = 256;    // threads per block, vector path
 constexpr int kGenericBlock = 256;
+// Blocks per multiprocessor the generic kernels are compiled for (64
+// registers; 12 bytes spilled in 6 of the 24). On the H200, 3 and 1
+// (80-120 registers) were 24% and 57% slower at 8192 tokens.
+constexpr int kGenericMinBlocks = 4;
 // Blocks per multiprocessor the vector kernel is compiled for: caps it at
 // 80 registers (unbounded it takes 100-128). On the H200, 2 lost 10-20% at
 // large nnz and 4 (64 registers, heavy spills) lost 25-30%.
@@ -329,20 +334,13 @@ __global__ void __launch_bounds__(kVecBlock, kVecMinBlocks)
 }
 
 // ---------------------------------------------------------------- generic path
-// Element i of a row of dtype d (input dtypes: f32, f16, bf16).
+// Element i of a row of dtype D (input and cos/sin dtypes: f32, f16, bf16).
 template <DType D>
 __device__ __forceinline__ float load_elem(const char* base, std::int64_t i) {
   if constexpr (D == DType::kFloat32) {
     return reinterpret_cast<const float*>(base)[i];
   } else {
     return Format<D>::decode(reinterpret_cast<const std::uint16_t*>(base)[i]);
-  }
-}
-__device__ __forceinline__ float load_f32(const char* base, DType d, std::int64_t i) {
-  switch (d) {
-    case DType::kBFloat16: return load_elem<DType::kBFloat16>(base, i);
-    case DType::kFloat16: return load_elem<DType::kFloat16>(base, i);
-    default: return load_elem<DType::kFloat32>(base, i);
   }
 }
 
@@ -383,9 +381,28 @@ __device__ __forceinline__ void store_out(char* base, DType d, std::int64_t i, f
   }
 }
 
+// The stored value of v in output dtype Out, or in `d` when Out is kInvalid
+// (output dtype known at run time only).
+template <DType Out>
+__device__ __forceinline__ void store_as(char* base, DType d, std::int64_t i, float v,
+                                         ScaleDivisor scale) {
+  if constexpr (Out == DType::kFloat8E4M3FN || Out == DType::kFloat8E5M2 ||
+                Out == DType::kFloat8E4M3FNUZ) {
+    reinterpret_cast<std::uint8_t*>(base)[i] = encode_fp8<Out>(apply_scale(v, scale));
+  } else {
+    store_out(base, d, i, v, scale);
+  }
+}
+
+// A cos/sin value: fp32 table (kCosF32) or the input dtype's.
+template <DType In, bool kCosF32>
+__device__ __forceinline__ float load_cos(const char* cs, std::int64_t i) {
+  return load_elem<kCosF32 ? DType::kFloat32 : In>(cs, i);
+}
+
 // One head row: rotary part (if `rope_dst`), then `copy_n` pass-through
 // elements; lanes stride over pairs / elements.
-template <DType In>
+template <DType In, DType Out, bool kCosF32>
 __device__ __forceinline__ void generic_row(const LaunchParams& p, const char* rope_src,
                                             char* rope_dst, const char* copy_src, char* copy_dst,
                                             std::int64_t copy_n, DType out, const char* cs,
@@ -396,18 +413,19 @@ __device__ __forceinline__ void generic_row(const LaunchParams& p, const char* r
       const PairIndex ix = pair_index(p.style, q, half);
       const RotatedPair r =
           rotate_pair(load_elem<In>(rope_src, ix.first), load_elem<In>(rope_src, ix.second),
-                      load_f32(cs, p.cos_dtype, q), load_f32(cs, p.cos_dtype, half + q));
-      store_out(rope_dst, out, ix.first, r.y, scale);
-      store_out(rope_dst, out, ix.second, r.yp, scale);
+                      load_cos<In, kCosF32>(cs, q), load_cos<In, kCosF32>(cs, half + q));
+      store_as<Out>(rope_dst, out, ix.first, r.y, scale);
+      store_as<Out>(rope_dst, out, ix.second, r.yp, scale);
     }
   }
   for (std::int64_t e = lane; e < copy_n; e += kGroup)
-    store_out(copy_dst, out, e, load_elem<In>(copy_src, e), scale);
+    store_as<Out>(copy_dst, out, e, load_elem<In>(copy_src, e), scale);
 }
 
 // One block per token (grid-stride); groups of kGroup threads take whole
-// head rows.
-template <DType In>
+// head rows. In, Out (kInvalid: run time) and the cos/sin dtype are fixed at
+// compile time, so the per-element work has no dtype branch.
+template <DType In, DType Out, bool kCosF32>
 __device__ __forceinline__ void generic_tokens(const LaunchParams& p) {
   const int lane = int(threadIdx.x) % kGroup;
   const int group = int(threadIdx.x) / kGroup;
@@ -426,41 +444,42 @@ __device__ __forceinline__ void generic_tokens(const LaunchParams& p) {
     for (std::int64_t r = group; r < rows; r += groups) {
       if (r < p.num_q_heads) {
         const std::int64_t h = r;
-        generic_row<In>(p, p.q_rope.data + (t * p.q_rope.token_stride + h * p.q_rope.head_stride) * in_es,
-                    p.q_rope_out.data +
-                        (t * p.q_rope_out.token_stride + h * p.q_rope_out.head_stride) * qo_es,
-                    p.q_nope.data + (t * p.q_nope.token_stride + h * p.q_nope.head_stride) * in_es,
-                    p.q_nope_out.data +
-                        (t * p.q_nope_out.token_stride + h * p.q_nope_out.head_stride) * qo_es,
-                    p.nope_dim, p.q_out_dtype, cs, d.q, lane);
+        generic_row<In, Out, kCosF32>(
+            p, p.q_rope.data + (t * p.q_rope.token_stride + h * p.q_rope.head_stride) * in_es,
+            p.q_rope_out.data +
+                (t * p.q_rope_out.token_stride + h * p.q_rope_out.head_stride) * qo_es,
+            p.q_nope.data + (t * p.q_nope.token_stride + h * p.q_nope.head_stride) * in_es,
+            p.q_nope_out.data +
+                (t * p.q_nope_out.token_stride + h * p.q_nope_out.head_stride) * qo_es,
+            p.nope_dim, p.q_out_dtype, cs, d.q, lane);
       } else if (r < p.num_q_heads + p.num_kv_heads) {
         const std::int64_t h = r - p.num_q_heads;
-        generic_row<In>(p, p.k_rope.data + (t * p.k_rope.token_stride + h * p.k_rope.head_stride) * in_es,
-                    p.k_cache_rope.data +
-                        cache_offset(plan.page, plan.entry, h, p.k_cache_rope.stride) * c_es,
-                    p.k_nope.data + (t * p.k_nope.token_stride + h * p.k_nope.head_stride) * in_es,
-                    p.k_cache_nope.data +
-                        cache_offset(plan.page, plan.entry, h, p.k_cache_nope.stride) * c_es,
-                    p.nope_dim, p.cache_dtype, cs, d.k, lane);
+        generic_row<In, Out, kCosF32>(
+            p, p.k_rope.data + (t * p.k_rope.token_stride + h * p.k_rope.head_stride) * in_es,
+            p.k_cache_rope.data +
+                cache_offset(plan.page, plan.entry, h, p.k_cache_rope.stride) * c_es,
+            p.k_nope.data + (t * p.k_nope.token_stride + h * p.k_nope.head_stride) * in_es,
+            p.k_cache_nope.data +
+                cache_offset(plan.page, plan.entry, h, p.k_cache_nope.stride) * c_es,
+            p.nope_dim, p.cache_dtype, cs, d.k, lane);
       } else {
         const std::int64_t h = r - p.num_q_heads - p.num_kv_heads;
-        generic_row<In>(p, nullptr, nullptr,
-                    p.v.data + (t * p.v.token_stride + h * p.v.head_stride) * in_es,
-                    p.v_cache.data + cache_offset(plan.page, plan.entry, h, p.v_cache.stride) * c_es,
-                    p.v_dim, p.cache_dtype, cs, d.v, lane);
+        generic_row<In, Out, kCosF32>(
+            p, nullptr, nullptr, p.v.data + (t * p.v.token_stride + h * p.v.head_stride) * in_es,
+            p.v_cache.data + cache_offset(plan.page, plan.entry, h, p.v_cache.stride) * c_es,
+            p.v_dim, p.cache_dtype, cs, d.v, lane);
       }
     }
   }
 }
 
-__global__ void __launch_bounds__(kGenericBlock) fused_generic_kernel(const LaunchParams p) {
+// One kernel per (input dtype, FP8 output dtype or kInvalid, cos/sin fp32 or
+// input dtype): each gets the registers of its own body. The launcher picks.
+template <DType In, DType Out, bool kCosF32>
+__global__ void __launch_bounds__(kGenericBlock, kGenericMinBlocks) fused_generic_kernel(const LaunchParams p) {
   dependency_wait();
   dependents_launch();
-  switch (p.in_dtype) {
-    case DType::kBFloat16: generic_tokens<DType::kBFloat16>(p); break;
-    case DType::kFloat16: generic_tokens<DType::kFloat16>(p); break;
-    default: generic_tokens<DType::kFloat32>(p); break;
-  }
+  generic_tokens<In, Out, kCosF32>(p);
 }
 
 }  // namespace gpu
