@@ -169,8 +169,7 @@ GenericKernel pick_generic_out(const LaunchParams& p) {
   switch (out) {
     case DType::kFloat8E4M3FN: return &fused_generic_kernel<In, DType::kFloat8E4M3FN, kCosF32>;
     case DType::kFloat8E5M2: return &fused_generic_kernel<In, DType::kFloat8E5M2, kCosF32>;
-    case DType::kFloat8E4M3FNUZ:
-      return &fused_generic_kernel<In, DType::kFloat8E4M3FNUZ, kCosF32>;
+    case DType::kFloat8E4M3FNUZ: return &fused_generic_kernel<In, DType::kFloat8E4M3FNUZ, kCosF32>;
     default: return &fused_generic_kernel<In, DType::kInvalid, kCosF32>;
   }
 }
@@ -213,7 +212,7 @@ unsigned grid_for(std::uint64_t work, unsigned block, int sms, unsigned per_sm) 
   Error err;
   if (vector_eligible(p)) {
     const VecKernel kernel = p.in_dtype == DType::kFloat16 ? pick_out<DType::kFloat16>(p)
-                                                      : pick_out<DType::kBFloat16>(p);
+                                                           : pick_out<DType::kBFloat16>(p);
     const VecGeometry g = geometry(p, sms);
     const unsigned block = g.team * g.teams;
     // At most one wave of resident blocks: teams then loop over tokens (and

@@ -29,8 +29,8 @@ namespace ropekv {
 namespace detail {
 namespace gpu {
 
-constexpr int kItem = 16;         // elements per vector-path work item
-constexpr int kVecBlock = 256;    // threads per block, vector path
+constexpr int kItem = 16;       // elements per vector-path work item
+constexpr int kVecBlock = 256;  // threads per block, vector path
 constexpr int kGenericBlock = 256;
 // Blocks per multiprocessor the generic kernels are compiled for (64
 // registers; 12 bytes spilled in 6 of the 24). On the H200, 3 and 1
@@ -40,8 +40,7 @@ constexpr int kGenericMinBlocks = 4;
 // 80 registers (unbounded it takes 100-128). On the H200, 2 lost 10-20% at
 // large nnz and 4 (64 registers, heavy spills) lost 25-30%.
 constexpr int kVecMinBlocks = 3;
-constexpr int kGroup = 32;        // logical row group of the generic path (any warp width)
-
+constexpr int kGroup = 32;  // logical row group of the generic path (any warp width)
 
 // Per-launch geometry of the vector path, computed once on the host.
 //
@@ -65,7 +64,6 @@ struct VecGeometry {
   std::uint32_t teams;       // teams per block (block = team * teams threads)
 };
 
-
 // Element e (0..7) of eight packed 16-bit values.
 __device__ __forceinline__ std::uint16_t half_lane(const uint4& v, int e) {
   const std::uint32_t w = e < 2 ? v.x : (e < 4 ? v.y : (e < 6 ? v.z : v.w));
@@ -84,8 +82,14 @@ __device__ __forceinline__ void load_cos8(const char* row, std::int64_t first, f
   if constexpr (Cos == DType::kFloat32) {
     const float4* p = reinterpret_cast<const float4*>(row + first * 4);
     const float4 a = load_readonly(p), b = load_readonly(p + 1);
-    out[0] = a.x; out[1] = a.y; out[2] = a.z; out[3] = a.w;
-    out[4] = b.x; out[5] = b.y; out[6] = b.z; out[7] = b.w;
+    out[0] = a.x;
+    out[1] = a.y;
+    out[2] = a.z;
+    out[3] = a.w;
+    out[4] = b.x;
+    out[5] = b.y;
+    out[6] = b.z;
+    out[7] = b.w;
   } else {
     decode8<Cos>(load_readonly(reinterpret_cast<const uint4*>(row + first * 2)), out);
   }
@@ -96,12 +100,16 @@ template <DType Cos>
 __device__ __forceinline__ void load_cos4(const char* row, std::int64_t first, float* out) {
   if constexpr (Cos == DType::kFloat32) {
     const float4 a = load_readonly(reinterpret_cast<const float4*>(row + first * 4));
-    out[0] = a.x; out[1] = a.y; out[2] = a.z; out[3] = a.w;
+    out[0] = a.x;
+    out[1] = a.y;
+    out[2] = a.z;
+    out[3] = a.w;
   } else {
     const uint2 v = load_readonly(reinterpret_cast<const uint2*>(row + first * 2));
 #pragma unroll
     for (int e = 0; e < 4; ++e)
-      out[e] = Format<Cos>::decode(std::uint16_t(((e < 2 ? v.x : v.y) >> (16 * (e & 1))) & 0xffffu));
+      out[e] =
+          Format<Cos>::decode(std::uint16_t(((e < 2 ? v.x : v.y) >> (16 * (e & 1))) & 0xffffu));
   }
 }
 
@@ -375,9 +383,7 @@ __device__ __forceinline__ void store_out(char* base, DType d, std::int64_t i, f
     case DType::kFloat16:
       reinterpret_cast<std::uint16_t*>(base)[i] = store_value<DType::kFloat16>(v, scale);
       break;
-    default:
-      reinterpret_cast<float*>(base)[i] = store_value<DType::kFloat32>(v, scale);
-      break;
+    default: reinterpret_cast<float*>(base)[i] = store_value<DType::kFloat32>(v, scale); break;
   }
 }
 
@@ -397,7 +403,7 @@ __device__ __forceinline__ void store_as(char* base, DType d, std::int64_t i, fl
 // A cos/sin value: fp32 table (kCosF32) or the input dtype's.
 template <DType In, bool kCosF32>
 __device__ __forceinline__ float load_cos(const char* cs, std::int64_t i) {
-  return load_elem<kCosF32 ? DType::kFloat32 : In>(cs, i);
+  return load_elem < kCosF32 ? DType::kFloat32 : In > (cs, i);
 }
 
 // One head row: rotary part (if `rope_dst`), then `copy_n` pass-through
@@ -476,7 +482,8 @@ __device__ __forceinline__ void generic_tokens(const LaunchParams& p) {
 // One kernel per (input dtype, FP8 output dtype or kInvalid, cos/sin fp32 or
 // input dtype): each gets the registers of its own body. The launcher picks.
 template <DType In, DType Out, bool kCosF32>
-__global__ void __launch_bounds__(kGenericBlock, kGenericMinBlocks) fused_generic_kernel(const LaunchParams p) {
+__global__ void __launch_bounds__(kGenericBlock, kGenericMinBlocks)
+    fused_generic_kernel(const LaunchParams p) {
   dependency_wait();
   dependents_launch();
   generic_tokens<In, Out, kCosF32>(p);

@@ -516,9 +516,8 @@ void host_for_tokens(const LaunchParams& p,
   // machine one core may be taken away for a while, and the other threads
   // then do its share instead of waiting for it. A worker that cannot be
   // started just leaves more chunks to the others.
-  const int threads = model_bytes(p) < kMinBytesForThreads
-                          ? 1
-                          : int(std::min<std::int64_t>(own_threads(), p.nnz));
+  const int threads =
+      model_bytes(p) < kMinBytesForThreads ? 1 : int(std::min<std::int64_t>(own_threads(), p.nnz));
   if (threads <= 1) {
     if (p.nnz > 0) body(0, p.nnz);
     return;

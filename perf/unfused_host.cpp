@@ -100,15 +100,13 @@ using PassFn = void (*)(const LaunchParams&, int, std::uint16_t*, std::uint16_t*
                         std::int64_t);
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 __attribute__((target("arch=x86-64-v4"), flatten)) void pass_v4(const LaunchParams& p, int pass,
-                                                                 std::uint16_t* q,
-                                                                 std::uint16_t* k, std::int64_t t0,
-                                                                 std::int64_t t1) {
+                                                                std::uint16_t* q, std::uint16_t* k,
+                                                                std::int64_t t0, std::int64_t t1) {
   run_pass(p, pass, q, k, t0, t1);
 }
 __attribute__((target("arch=x86-64-v3"), flatten)) void pass_v3(const LaunchParams& p, int pass,
-                                                                 std::uint16_t* q,
-                                                                 std::uint16_t* k, std::int64_t t0,
-                                                                 std::int64_t t1) {
+                                                                std::uint16_t* q, std::uint16_t* k,
+                                                                std::int64_t t0, std::int64_t t1) {
   run_pass(p, pass, q, k, t0, t1);
 }
 #endif
@@ -151,8 +149,8 @@ ropekv::Result unfused_host(const ropekv::Arguments& args, void* q_rot, void* k_
       ropekv::detail::host_for_tokens(
           p, [&](std::int64_t t0, std::int64_t t1) { fn(p, pass, q, k, t0, t1); });
     } catch (const std::exception& e) {
-      return ropekv::detail::make_result(ropekv::Status::kErrorLaunchFailed,
-                                         "unfused baseline: %s", e.what());
+      return ropekv::detail::make_result(ropekv::Status::kErrorLaunchFailed, "unfused baseline: %s",
+                                         e.what());
     }
 #else
     fn(p, pass, q, k, 0, p.nnz);

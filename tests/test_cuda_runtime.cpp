@@ -94,8 +94,8 @@ Arguments make_args(const Problem& pb, const Buffers& b, bool device_scales) {
   const HeadViews qo = split_heads(b.q_out, DType::kFloat8E4M3FN, pb.nnz, pb.hq, pb.d, pb.r);
   a.q_rope_out = qo.rope;
   a.q_nope_out = qo.nope;
-  const KvCacheViews c = nhd_kv_cache(b.k_cache, b.v_cache, DType::kFloat8E4M3FN, pb.pages,
-                                      pb.ps, pb.hk, pb.d, pb.r);
+  const KvCacheViews c =
+      nhd_kv_cache(b.k_cache, b.v_cache, DType::kFloat8E4M3FN, pb.pages, pb.ps, pb.hk, pb.d, pb.r);
   a.k_cache_rope = c.k_rope;
   a.k_cache_nope = c.k_nope;
   a.v_cache = c.v;
@@ -130,8 +130,8 @@ Outputs host_reference(const Problem& pb) {
   std::vector<float> cos = pb.cos_sin;
   std::vector<std::int64_t> pos = pb.pos, slot = pb.slot;
   float scales[3] = {pb.scales[0], pb.scales[1], pb.scales[2]};
-  Buffers b{qkv.data(), cos.data(), pos.data(), slot.data(), o.q.data(), o.k.data(), o.v.data(),
-            scales};
+  Buffers b{qkv.data(), cos.data(), pos.data(), slot.data(),
+            o.q.data(), o.k.data(), o.v.data(), scales};
   const Result r = run(make_args(pb, b, true), Backend::kHost);
   EXPECT_TRUE(r.ok()) << r.message;
   return o;
@@ -221,8 +221,10 @@ TEST(CudaRuntime, GraphReplaySeesNewIndicesPositionsPaddingAndScales) {
     EXPECT_TRUE(got.k == want.k) << "replay " << replay;
     EXPECT_TRUE(got.v == want.v) << "replay " << replay;
     if (replay == 3) {  // all padding: nothing at all written
-      EXPECT_TRUE(std::all_of(got.q.begin(), got.q.end(), [](std::uint8_t x) { return x == 0xA5; }));
-      EXPECT_TRUE(std::all_of(got.k.begin(), got.k.end(), [](std::uint8_t x) { return x == 0xA5; }));
+      EXPECT_TRUE(
+          std::all_of(got.q.begin(), got.q.end(), [](std::uint8_t x) { return x == 0xA5; }));
+      EXPECT_TRUE(
+          std::all_of(got.k.begin(), got.k.end(), [](std::uint8_t x) { return x == 0xA5; }));
     }
   }
   cudaGraphExecDestroy(exec);
