@@ -135,11 +135,13 @@ struct Divisors {
   ScaleDivisor q, k, v;
 };
 
+// Token t with its plan and the plan of token t + 1 (`next`, not written
+// when t is the last token), both resolved once by fast_range.
 template <DType In, DType Out, RopeStyle Style, int R>
-ROPEKV_HOST_INLINE void fast_token(const LaunchParams& p, const Divisors& d, std::int64_t t) {
+ROPEKV_HOST_INLINE void fast_token(const LaunchParams& p, const Divisors& d, std::int64_t t,
+                                   const TokenPlan& plan, const TokenPlan& next) {
   using I = typename Format<In>::storage;
   using O = typename Format<Out>::storage;
-  const TokenPlan plan = plan_token(p, t);
   if (!plan.write) {
     if (plan.bad && p.skipped_tokens != nullptr) Kokkos::atomic_add(p.skipped_tokens, 1ull);
     return;
@@ -148,25 +150,24 @@ ROPEKV_HOST_INLINE void fast_token(const LaunchParams& p, const Divisors& d, std
   // Decode batches scatter tokens over random pages: ask for the next
   // token's cache lines now (with intent to write) so that their misses
   // overlap this token's work.
-  if (t + 1 < p.nnz) {
-    const TokenPlan next = plan_token(p, t + 1);
-    if (next.write) {
-      const std::int64_t kbytes = R * std::int64_t(sizeof(O)),
-                         vbytes = p.v_dim * std::int64_t(sizeof(O));
-      for (std::int64_t h = 0; h < p.num_kv_heads; ++h) {
-        const char* kr = reinterpret_cast<const char*>(
-            reinterpret_cast<O*>(p.k_cache_rope.data) +
-            cache_offset(next.page, next.entry, h, p.k_cache_rope.stride));
-        for (std::int64_t o = 0; o < kbytes; o += 64) __builtin_prefetch(kr + o, 1);
-        if (vbytes > 0) {
-          const char* vr = reinterpret_cast<const char*>(
-              reinterpret_cast<O*>(p.v_cache.data) +
-              cache_offset(next.page, next.entry, h, p.v_cache.stride));
-          for (std::int64_t o = 0; o < vbytes; o += 64) __builtin_prefetch(vr + o, 1);
-        }
+  if (next.write) {
+    const std::int64_t kbytes = R * std::int64_t(sizeof(O)),
+                       vbytes = p.v_dim * std::int64_t(sizeof(O));
+    for (std::int64_t h = 0; h < p.num_kv_heads; ++h) {
+      const char* kr = reinterpret_cast<const char*>(
+          reinterpret_cast<O*>(p.k_cache_rope.data) +
+          cache_offset(next.page, next.entry, h, p.k_cache_rope.stride));
+      for (std::int64_t o = 0; o < kbytes; o += 64) __builtin_prefetch(kr + o, 1);
+      if (vbytes > 0) {
+        const char* vr =
+            reinterpret_cast<const char*>(reinterpret_cast<O*>(p.v_cache.data) +
+                                          cache_offset(next.page, next.entry, h, p.v_cache.stride));
+        for (std::int64_t o = 0; o < vbytes; o += 64) __builtin_prefetch(vr + o, 1);
       }
     }
   }
+#else
+  (void)next;
 #endif
   const float* cs = reinterpret_cast<const float*>(p.cos_sin) + plan.pos * p.cos_row_stride;
   const std::int64_t n = p.nope_dim;
@@ -210,6 +211,20 @@ ROPEKV_HOST_INLINE void fast_token(const LaunchParams& p, const Divisors& d, std
   }
 }
 
+// Tokens [t0, t1) of the fast path: each token's plan is resolved once and
+// handed to the token before it too (for its prefetch).
+template <DType In, DType Out, RopeStyle Style, int R>
+ROPEKV_HOST_INLINE void fast_range(const LaunchParams& p, const Divisors& d, std::int64_t t0,
+                                   std::int64_t t1) {
+  if (t0 >= t1) return;
+  TokenPlan plan = plan_token(p, t0);
+  for (std::int64_t t = t0; t < t1; ++t) {
+    const TokenPlan next = t + 1 < p.nnz ? plan_token(p, t + 1) : TokenPlan{};
+    fast_token<In, Out, Style, R>(p, d, t, plan, next);
+    plan = next;
+  }
+}
+
 // Tokens [t0, t1) of the fast path, in one ISA-compiled function: no call
 // per token or per row.
 using RangeFn = void (*)(const LaunchParams& p, const Divisors& d, std::int64_t t0,
@@ -231,7 +246,7 @@ using RangeFn = void (*)(const LaunchParams& p, const Divisors& d, std::int64_t 
   template <DType In, DType Out, RopeStyle Style, int R>                                   \
   TARGET static void tokens(const LaunchParams& p, const Divisors& d, std::int64_t t0,     \
                             std::int64_t t1) {                                             \
-    for (std::int64_t t = t0; t < t1; ++t) fast_token<In, Out, Style, R>(p, d, t);         \
+    fast_range<In, Out, Style, R>(p, d, t0, t1);                                           \
   }
 
 // kFastPath: whether the fast token path is instantiated for this set (not for
