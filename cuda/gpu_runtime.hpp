@@ -75,7 +75,6 @@ __device__ __forceinline__ void dependents_launch() {
 
 // Streaming (evict-first) stores: outputs are never re-read by this kernel.
 __device__ __forceinline__ void store_streaming(uint2* p, uint2 v) { __stcs(p, v); }
-__device__ __forceinline__ void store_streaming(uint4* p, uint4 v) { __stcs(p, v); }
 __device__ __forceinline__ uint2 load_readonly(const uint2* p) { return __ldg(p); }
 __device__ __forceinline__ uint4 load_readonly(const uint4* p) { return __ldg(p); }
 __device__ __forceinline__ float4 load_readonly(const float4* p) { return __ldg(p); }

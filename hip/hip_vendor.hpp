@@ -47,7 +47,6 @@ Error launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, Stream str
 __device__ __forceinline__ void dependency_wait() {}
 __device__ __forceinline__ void dependents_launch() {}
 __device__ __forceinline__ void store_streaming(uint2* p, uint2 v) { *p = v; }
-__device__ __forceinline__ void store_streaming(uint4* p, uint4 v) { *p = v; }
 __device__ __forceinline__ uint2 load_readonly(const uint2* p) { return *p; }
 __device__ __forceinline__ uint4 load_readonly(const uint4* p) { return *p; }
 __device__ __forceinline__ float4 load_readonly(const float4* p) { return *p; }
