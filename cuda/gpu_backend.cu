@@ -20,6 +20,7 @@ namespace gpu {
 namespace {
 
 constexpr int kMaxDevices = 64;
+constexpr std::size_t kDefaultShared = 48 * 1024;  // dynamic shared memory without opt-in
 using VecKernel = void (*)(const LaunchParams, const VecGeometry);
 
 // Multiprocessor count of `dev`, read from the device once.
@@ -34,10 +35,12 @@ int sm_count(int dev) {
   return n;
 }
 
-// Blocks of `block` threads of `kernel` resident per multiprocessor, asked
-// of the runtime once per (kernel, block, device) and cached. A host-side query: no
-// device work, so it is safe during graph capture.
-int resident_per_sm(VecKernel kernel, unsigned block, int dev) {
+// Blocks of `block` threads of `kernel` (each with `smem` bytes of dynamic
+// shared memory, allowed first where that is above the default) resident
+// per multiprocessor, asked of the runtime once per (kernel, block, device)
+// and cached; 0 if the kernel cannot run so. Host-side calls only (no
+// device work, nothing on a stream), so it is safe during graph capture.
+int resident_per_sm(VecKernel kernel, unsigned block, std::size_t smem, int dev) {
   struct Entry {
     VecKernel kernel;
     unsigned block;
@@ -49,9 +52,10 @@ int resident_per_sm(VecKernel kernel, unsigned block, int dev) {
   for (const Entry& e : cache)
     if (e.kernel == kernel && e.block == block && e.dev == dev) return e.blocks;
   int n = 0;
-  if (resident_blocks(kernel, int(block), &n) != kSuccess || n <= 0) {
+  if ((smem > kDefaultShared && allow_shared(kernel, smem) != kSuccess) ||
+      resident_blocks(kernel, int(block), smem, &n) != kSuccess || n < 0) {
     (void)last_error();
-    n = 1;
+    n = 0;
   }
   cache.push_back(Entry{kernel, block, dev, n});
   return n;
@@ -103,6 +107,10 @@ bool vector_eligible(const LaunchParams& p) {
 constexpr std::uint32_t kDecodeRounds = 2;
 constexpr std::uint32_t kLargeRounds = 4;
 constexpr std::uint32_t kLargeTeam = 96;
+// Launches beyond this many waves of decode-sized teams take the staged
+// kernel (where the vendor layer has asynchronous copies): at about one
+// wave (MLA, 1024 tokens) it was 4 points slower than direct loads.
+constexpr std::uint64_t kStagedWaves = 2;
 
 VecGeometry geometry(const LaunchParams& p, int sms) {
   VecGeometry g;
@@ -117,7 +125,9 @@ VecGeometry geometry(const LaunchParams& p, int sms) {
   const std::uint64_t capacity = std::uint64_t(sms) * 2048;
   const std::uint64_t decode_threads = std::uint64_t(p.nnz) * ((g.units + 1) / 2);
   std::uint32_t rounds = kDecodeRounds;
-  if (decode_threads > capacity) {
+  g.large = decode_threads > capacity;
+  g.staged = decode_threads > kStagedWaves * capacity;
+  if (g.large) {
     rounds = (g.units + kLargeTeam - 1) / kLargeTeam;
     if (rounds < kLargeRounds) rounds = kLargeRounds;
   }
@@ -129,35 +139,47 @@ VecGeometry geometry(const LaunchParams& p, int sms) {
   return g;
 }
 
+// The vector kernel of a (dtypes, shape): staged copies or direct loads.
+template <bool kStaged, DType In, DType Out, DType Cos, int kR, int kN, int kDv>
+VecKernel vec_kernel() {
+  if constexpr (kStaged) return &fused_vec_staged_kernel<In, Out, Cos, kR, kN, kDv>;
+  return &fused_vec_kernel<In, Out, Cos, kR, kN, kDv>;
+}
+
 // Canonical shapes of PERF.md get their own specialisation (bf16/fp16 in,
 // e4m3fn out, fp32 cos/sin); every other eligible case the run-time shape
 // kernel.
-template <DType In, DType Out, DType Cos>
+template <bool kStaged, DType In, DType Out, DType Cos>
 VecKernel pick_shape(const LaunchParams& p) {
   if constexpr (Out == DType::kFloat8E4M3FN && Cos == DType::kFloat32) {
     const std::int64_t r = p.rotary_dim, n = p.nope_dim, dv = p.v_dim;
-    if (r == 64 && n == 0 && dv == 64) return &fused_vec_kernel<In, Out, Cos, 64, 0, 64>;
-    if (r == 128 && n == 0 && dv == 128) return &fused_vec_kernel<In, Out, Cos, 128, 0, 128>;
-    if (r == 64 && n == 64 && dv == 128) return &fused_vec_kernel<In, Out, Cos, 64, 64, 128>;
-    if (r == 64 && n == 512 && dv == 0) return &fused_vec_kernel<In, Out, Cos, 64, 512, 0>;
+    if (r == 64 && n == 0 && dv == 64) return vec_kernel<kStaged, In, Out, Cos, 64, 0, 64>();
+    if (r == 128 && n == 0 && dv == 128) return vec_kernel<kStaged, In, Out, Cos, 128, 0, 128>();
+    if (r == 64 && n == 64 && dv == 128) return vec_kernel<kStaged, In, Out, Cos, 64, 64, 128>();
+    if (r == 64 && n == 512 && dv == 0) return vec_kernel<kStaged, In, Out, Cos, 64, 512, 0>();
   }
-  return &fused_vec_kernel<In, Out, Cos, 0, 0, 0>;
+  return vec_kernel<kStaged, In, Out, Cos, 0, 0, 0>();
 }
 
-template <DType In>
+template <bool kStaged, DType In>
 VecKernel pick_out(const LaunchParams& p) {
   const bool cos_f32 = p.cos_dtype == DType::kFloat32;
   switch (p.q_out_dtype) {
     case DType::kFloat8E5M2:
-      return cos_f32 ? pick_shape<In, DType::kFloat8E5M2, DType::kFloat32>(p)
-                     : pick_shape<In, DType::kFloat8E5M2, In>(p);
+      return cos_f32 ? pick_shape<kStaged, In, DType::kFloat8E5M2, DType::kFloat32>(p)
+                     : pick_shape<kStaged, In, DType::kFloat8E5M2, In>(p);
     case DType::kFloat8E4M3FNUZ:
-      return cos_f32 ? pick_shape<In, DType::kFloat8E4M3FNUZ, DType::kFloat32>(p)
-                     : pick_shape<In, DType::kFloat8E4M3FNUZ, In>(p);
+      return cos_f32 ? pick_shape<kStaged, In, DType::kFloat8E4M3FNUZ, DType::kFloat32>(p)
+                     : pick_shape<kStaged, In, DType::kFloat8E4M3FNUZ, In>(p);
     default:
-      return cos_f32 ? pick_shape<In, DType::kFloat8E4M3FN, DType::kFloat32>(p)
-                     : pick_shape<In, DType::kFloat8E4M3FN, In>(p);
+      return cos_f32 ? pick_shape<kStaged, In, DType::kFloat8E4M3FN, DType::kFloat32>(p)
+                     : pick_shape<kStaged, In, DType::kFloat8E4M3FN, In>(p);
   }
+}
+template <bool kStaged>
+VecKernel pick_vec(const LaunchParams& p) {
+  return p.in_dtype == DType::kFloat16 ? pick_out<kStaged, DType::kFloat16>(p)
+                                       : pick_out<kStaged, DType::kBFloat16>(p);
 }
 
 // The generic kernel for p's dtypes: the output dtype fixed when the query
@@ -211,18 +233,32 @@ unsigned grid_for(std::uint64_t work, unsigned block, int sms, unsigned per_sm) 
   Stream stream = static_cast<Stream>(p.stream);
   Error err;
   if (vector_eligible(p)) {
-    const VecKernel kernel = p.in_dtype == DType::kFloat16 ? pick_out<DType::kFloat16>(p)
-                                                           : pick_out<DType::kBFloat16>(p);
     const VecGeometry g = geometry(p, sms);
     const unsigned block = g.team * g.teams;
     // At most one wave of resident blocks: teams then loop over tokens (and
-    // prefetch the next token's indices).
-    const unsigned per_sm = unsigned(resident_per_sm(kernel, block, dev));
+    // prefetch the next token's indices). Large launches take the staged
+    // kernel where the vendor has asynchronous copies (and it fits).
+    VecKernel kernel = nullptr;
+    std::size_t smem = 0;
+    unsigned per_sm = 0;
+    if constexpr (kAsyncCopy) {
+      if (g.staged) {
+        kernel = pick_vec<true>(p);
+        smem = staged_shared_bytes(block);
+        per_sm = unsigned(resident_per_sm(kernel, block, smem, dev));
+      }
+    }
+    if (per_sm == 0) {
+      kernel = pick_vec<false>(p);
+      smem = 0;
+      per_sm = unsigned(resident_per_sm(kernel, block, 0, dev));
+      if (per_sm == 0) per_sm = 1;
+    }
     const unsigned grid = grid_for((std::uint64_t(p.nnz) + g.teams - 1) / g.teams, 1, sms, per_sm);
-    err = launch(kernel, grid, block, stream, p.pdl, p, g);
+    err = launch(kernel, grid, block, smem, stream, p.pdl, p, g);
   } else {
     const unsigned grid = grid_for(std::uint64_t(p.nnz) * kGenericBlock, kGenericBlock, sms, 8);
-    err = launch(pick_generic(p), grid, kGenericBlock, stream, p.pdl, p);
+    err = launch(pick_generic(p), grid, kGenericBlock, 0, stream, p.pdl, p);
   }
   if (err == kSuccess) err = last_error();
   if (err != kSuccess)

@@ -15,6 +15,7 @@
 #include <cuda_fp8.h>
 #endif
 
+#include <cstddef>
 #include <cstdint>
 
 namespace ropekv {
@@ -32,23 +33,29 @@ inline Error current_device(int* dev) { return cudaGetDevice(dev); }
 inline Error multiprocessor_count(int dev, int* n) {
   return cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, dev);
 }
-// Blocks of `block` threads of `kernel` that fit on one multiprocessor at once.
+// Blocks of `block` threads of `kernel`, each with `smem` bytes of dynamic
+// shared memory, that fit on one multiprocessor at once.
 template <class Kernel>
-Error resident_blocks(Kernel kernel, int block, int* n) {
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, kernel, block, 0);
+Error resident_blocks(Kernel kernel, int block, std::size_t smem, int* n) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, kernel, block, smem);
+}
+// Lets `kernel` use `bytes` of dynamic shared memory (above the default 48 KB).
+template <class Kernel>
+Error allow_shared(Kernel kernel, std::size_t bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
 }
 inline Error last_error() { return cudaGetLastError(); }
 inline const char* error_string(Error e) { return cudaGetErrorString(e); }
 
-// Launches `kernel<<<grid, block, 0, stream>>>(args...)`, with programmatic
-// dependent launch (sm_90+) when `pdl` is set.
+// Launches `kernel<<<grid, block, smem, stream>>>(args...)`, with
+// programmatic dependent launch (sm_90+) when `pdl` is set.
 template <class... KArgs, class... Args>
-Error launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, Stream stream, bool pdl,
-             Args&&... args) {
+Error launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, std::size_t smem,
+             Stream stream, bool pdl, Args&&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(grid);
   cfg.blockDim = dim3(block);
-  cfg.dynamicSmemBytes = 0;
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -78,6 +85,31 @@ __device__ __forceinline__ void store_streaming(uint2* p, uint2 v) { __stcs(p, v
 __device__ __forceinline__ uint2 load_readonly(const uint2* p) { return __ldg(p); }
 __device__ __forceinline__ uint4 load_readonly(const uint4* p) { return __ldg(p); }
 __device__ __forceinline__ float4 load_readonly(const float4* p) { return __ldg(p); }
+
+// Asynchronous 16-byte copies from global to shared memory (cp.async,
+// sm_80+; L2 only): they hold no registers while in flight. A thread groups
+// its copies (async_commit) and waits until at most N of its groups are
+// still pending (async_wait<N>); it only ever reads back its own copies.
+constexpr bool kAsyncCopy = true;
+__device__ __forceinline__ void async_copy16(uint4* smem, const uint4* gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = unsigned(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+#else
+  *smem = __ldg(gmem);
+#endif
+}
+__device__ __forceinline__ void async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
 
 // Two floats to two FP8 codes (first in the low byte) with the instruction
 // of sm_89+, where it is bit-identical to the shared software encoder for

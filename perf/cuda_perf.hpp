@@ -14,6 +14,15 @@ enum class GpuVariant {
   kFused,     // ropekv::run(args, Backend::kCuda)
   kFusedPdl,  // the same with programmatic dependent launch
   kUnfused,   // unfused_cuda: RoPE, quantize, reshape_and_cache kernels
+  // kFused / kUnfused with every call on the same buffer set: inputs, outputs
+  // and their pages stay in the L2 and the TLBs, as when q, k and v come
+  // straight from the previous kernel of a serving stream.
+  kFusedHot,
+  kUnfusedHot,
+  // cudaMemcpyAsync D2D of half the op's byte model (bytes read + written =
+  // the op's), rotated over buffers like kFused: what a plain copy of the
+  // same size achieves in the same graph method.
+  kCopySameSize,
 };
 
 struct GpuTiming {

@@ -67,6 +67,8 @@ struct DeviceProblem {
   int sets = 0;
   double set_bytes = 0;  // byte-model bytes of one call
   DeviceBuffer pool, shared;
+  DeviceBuffer copy_src, copy_dst;  // kCopySameSize: `sets` slices of copy_bytes each
+  std::size_t copy_bytes = 0;
   std::vector<Buffers> bufs;
   std::vector<void*> q_rot, k_rot;
   std::vector<ropekv::Arguments> args;
@@ -143,11 +145,37 @@ DeviceProblem* device_problem(const Shape& s, std::int64_t nnz, std::string* err
   return cur.get();
 }
 
+bool unfused(GpuVariant v) { return v == GpuVariant::kUnfused || v == GpuVariant::kUnfusedHot; }
+bool hot(GpuVariant v) { return v == GpuVariant::kFusedHot || v == GpuVariant::kUnfusedHot; }
+
+// Source and destination buffers of the same-size copy, made on first use.
+bool ensure_copy_buffers(DeviceProblem& dp, std::string* error) {
+  if (dp.copy_src.ptr != nullptr) return true;
+  dp.copy_bytes = align_up(std::size_t(dp.set_bytes / 2));
+  const std::size_t n = dp.copy_bytes * std::size_t(dp.sets);
+  PERF_CUDA_TRY(cudaMalloc(&dp.copy_src.ptr, n));
+  PERF_CUDA_TRY(cudaMalloc(&dp.copy_dst.ptr, n));
+  PERF_CUDA_TRY(cudaMemset(dp.copy_src.ptr, 1, n));
+  PERF_CUDA_TRY(cudaMemset(dp.copy_dst.ptr, 2, n));
+  return true;
+}
+
 ropekv::Result call(DeviceProblem& dp, int set, GpuVariant v, cudaStream_t stream) {
+  if (v == GpuVariant::kCopySameSize) {
+    const std::size_t off = dp.copy_bytes * std::size_t(set);
+    const cudaError_t e = cudaMemcpyAsync(static_cast<char*>(dp.copy_dst.ptr) + off,
+                                          static_cast<char*>(dp.copy_src.ptr) + off,
+                                          dp.copy_bytes, cudaMemcpyDeviceToDevice, stream);
+    if (e == cudaSuccess) return ropekv::Result{};
+    ropekv::Result r;
+    r.status = ropekv::Status::kErrorLaunchFailed;
+    std::snprintf(r.message, sizeof r.message, "cudaMemcpyAsync: %s", cudaGetErrorString(e));
+    return r;
+  }
   ropekv::Arguments a = dp.args[std::size_t(set)];
   a.stream = stream;
   a.programmatic_dependent_launch = v == GpuVariant::kFusedPdl;
-  if (v == GpuVariant::kUnfused)
+  if (unfused(v))
     return unfused_cuda(a, dp.q_rot[std::size_t(set)], dp.k_rot[std::size_t(set)]);
   return ropekv::run(a, ropekv::Backend::kCuda);
 }
@@ -167,6 +195,10 @@ bool check_output(DeviceProblem& dp, GpuVariant v, cudaStream_t stream, std::str
   PERF_CUDA_TRY(cudaMemsetAsync(b.k_cache, 0, std::size_t(z.k_cache_bytes), stream));
   if (b.v_cache != nullptr)
     PERF_CUDA_TRY(cudaMemsetAsync(b.v_cache, 0, std::size_t(z.v_cache_bytes), stream));
+  if (v == GpuVariant::kCopySameSize) {
+    *label = "plain copy";
+    return ensure_copy_buffers(dp, error);
+  }
   const ropekv::Result r = call(dp, 0, v, stream);
   if (!r.ok()) {
     *error = "first call failed: " + message(r);
@@ -175,7 +207,7 @@ bool check_output(DeviceProblem& dp, GpuVariant v, cudaStream_t stream, std::str
   PERF_CUDA_TRY(cudaStreamSynchronize(stream));
   PERF_CUDA_TRY(cudaGetLastError());
   *label = "first call succeeded";
-  if (v == GpuVariant::kUnfused) return true;
+  if (unfused(v)) return true;
   if (dp.checked) {
     *label = "bit-identical to host";
     return true;
@@ -233,11 +265,12 @@ bool time_graph(DeviceProblem& dp, GpuVariant v, GpuTiming* out, std::string* er
   std::string label;
   if (!check_output(dp, v, stream, &label, error)) return false;
 
-  const int calls = std::max(kMinCalls, dp.sets);
+  const int sets = hot(v) ? 1 : dp.sets;
+  const int calls = std::max(kMinCalls, sets);
   cudaGraph_t graph = nullptr;
   PERF_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
   ropekv::Result failed;
-  for (int i = 0; i < calls && failed.ok(); ++i) failed = call(dp, i % dp.sets, v, stream);
+  for (int i = 0; i < calls && failed.ok(); ++i) failed = call(dp, i % sets, v, stream);
   const cudaError_t end = cudaStreamEndCapture(stream, &graph);
   struct GraphGuard {
     cudaGraph_t g = nullptr;
@@ -288,8 +321,8 @@ bool time_graph(DeviceProblem& dp, GpuVariant v, GpuTiming* out, std::string* er
   const double median = sorted[sorted.size() / 2];
   out->us_per_call = median * 1e3 / calls;
   out->spread_pct = median > 0 ? 100.0 * (sorted.back() - sorted.front()) / median : 0.0;
-  out->working_set_mb = dp.set_bytes * dp.sets / 1e6;
-  out->sets = dp.sets;
+  out->working_set_mb = dp.set_bytes * sets / 1e6;
+  out->sets = sets;
   out->calls = calls;
   out->replays = kTimedReplays;
   out->check = label;

@@ -72,6 +72,12 @@ void print_help() {
       "label 'l2-resident' when 1000 calls cannot reach that), 2 warm-up replays,\n"
       "median of 9 timed replays; the fused output is checked bit for bit against\n"
       "the host backend first (nnz <= 1024, when the host backend is compiled).\n"
+      "cuda-hot / cuda-hot-unfused (nnz <= 256): every call on one buffer set, so\n"
+      "inputs, outputs and their pages stay in the L2 and the TLBs (as when q, k, v\n"
+      "come straight from the previous kernel); label 'hot'.\n"
+      "cuda-copy (nnz >= 1024): cudaMemcpyAsync D2D moving the op's byte count (half\n"
+      "read, half written) in the same graph method; the fused rows then report\n"
+      "pct_of_same_size_copy = copy time / fused time.\n"
       "The ceilings are printed on stderr. Run only the GPU part with\n"
       "--benchmark_filter='^cuda'.\n"
       "\n");
@@ -88,6 +94,11 @@ std::string bench_name(const char* backend, const Shape& s, std::int64_t nnz) {
 
 // Unfused times measured in this run, by "backend/shape/nnz" (fused name).
 std::map<std::string, double>& unfused_us() {
+  static std::map<std::string, double> m;
+  return m;
+}
+// Same-size copy times measured in this run (GPU), keyed the same way.
+std::map<std::string, double>& copy_us() {
   static std::map<std::string, double> m;
   return m;
 }
@@ -269,11 +280,17 @@ void bm_cuda(benchmark::State& st, const Shape* s, std::int64_t nnz, GpuVariant 
   st.counters["spread_pct"] = t.spread_pct;
   st.counters["working_set_MB"] = t.working_set_mb;
   st.counters["graph_calls"] = t.calls;
+  const bool hot = v == GpuVariant::kFusedHot || v == GpuVariant::kUnfusedHot;
   std::string label = t.check;
-  if (t.working_set_mb < 240.0) label = "l2-resident; " + label;
+  if (hot)
+    label = "hot: one buffer set; " + label;
+  else if (t.working_set_mb < 240.0)
+    label = "l2-resident; " + label;
   st.SetLabel(label);
-  const std::string key = bench_name("cuda", *s, nnz);
-  if (v == GpuVariant::kUnfused) {
+  const std::string key = bench_name(hot ? "cuda-hot" : "cuda", *s, nnz);
+  if (v == GpuVariant::kCopySameSize) {
+    copy_us()[key] = t.us_per_call;
+  } else if (v == GpuVariant::kUnfused || v == GpuVariant::kUnfusedHot) {
     unfused_us()[key] = t.us_per_call;
   } else {
     auto it = unfused_us().find(key);
@@ -281,10 +298,14 @@ void bm_cuda(benchmark::State& st, const Shape* s, std::int64_t nnz, GpuVariant 
     if (it != unfused_us().end()) {
       uf = it->second;
     } else {
-      const GpuTiming u = cuda_time(*s, nnz, GpuVariant::kUnfused);
+      const GpuTiming u =
+          cuda_time(*s, nnz, hot ? GpuVariant::kUnfusedHot : GpuVariant::kUnfused);
       if (u.ok) uf = unfused_us()[key] = u.us_per_call;
     }
     if (uf > 0) st.counters["speedup_vs_unfused"] = uf / t.us_per_call;
+    auto c = copy_us().find(key);
+    if (c != copy_us().end())
+      st.counters["pct_of_same_size_copy"] = 100.0 * c->second / t.us_per_call;
   }
 }
 #endif
@@ -319,11 +340,18 @@ void register_all() {
       const struct {
         const char* backend;
         GpuVariant v;
-      } variants[] = {{"cuda-unfused", GpuVariant::kUnfused},
+      } variants[] = {{"cuda-copy", GpuVariant::kCopySameSize},
+                      {"cuda-unfused", GpuVariant::kUnfused},
                       {"cuda", GpuVariant::kFused},
-                      {"cuda-pdl", GpuVariant::kFusedPdl}};
+                      {"cuda-pdl", GpuVariant::kFusedPdl},
+                      {"cuda-hot-unfused", GpuVariant::kUnfusedHot},
+                      {"cuda-hot", GpuVariant::kFusedHot}};
       for (const auto& var : variants) {
-        if (var.v == GpuVariant::kFusedPdl && nnz > 256) continue;
+        const bool decode_only = var.v == GpuVariant::kFusedPdl ||
+                                 var.v == GpuVariant::kFusedHot ||
+                                 var.v == GpuVariant::kUnfusedHot;
+        if (decode_only && nnz > 256) continue;
+        if (var.v == GpuVariant::kCopySameSize && nnz < 1024) continue;
         benchmark::RegisterBenchmark(bench_name(var.backend, s, nnz).c_str(), bm_cuda, &s, nnz,
                                      var.v)
             ->Iterations(1)

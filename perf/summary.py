@@ -5,7 +5,8 @@ Usage: python3 perf/summary.py results/perf.json
 
 One row per benchmark: name, µs per call, effective GB/s (byte model of
 PERF.md), % of the copy ceiling measured in the same run, speedup of the fused
-op over the unfused baseline (fused rows only), and the benchmark's label
+op over the unfused baseline (fused rows only), the fused op's speed as a % of
+a plain copy of the same byte count (GPU, nnz >= 1024), and the benchmark's label
 (GPU: l2-resident, output check). Skipped benchmarks show their error.
 """
 import json
@@ -49,20 +50,21 @@ def main(argv):
     for b in benches:
         name = clean_name(b["name"])
         if b.get("error_occurred"):
-            rows.append((name, "-", "-", "-", "-", "SKIPPED: " + b.get("error_message", "")))
+            rows.append((name, "-", "-", "-", "-", "-", "SKIPPED: " + b.get("error_message", "")))
             continue
         rows.append((name, fmt(b.get("us_per_call"), ".2f"), fmt(b.get("GBps"), ".2f"),
-                     fmt(b.get("pct_of_copy"), ".1f"), fmt(b.get("speedup_vs_unfused"), ".2f"),
-                     b.get("label", "")))
-    head = ("benchmark", "us/call", "GB/s", "% copy", "vs unfused", "note")
-    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(5)]
+                     fmt(b.get("pct_of_copy"), ".1f"), fmt(b.get("pct_of_same_size_copy"), ".1f"),
+                     fmt(b.get("speedup_vs_unfused"), ".2f"), b.get("label", "")))
+    head = ("benchmark", "us/call", "GB/s", "% copy", "% same-size copy", "vs unfused", "note")
+    n = len(head) - 1
+    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(n)]
     line = "  ".join(h.ljust(widths[0]) if i == 0 else h.rjust(widths[i])
-                     for i, h in enumerate(head[:5])) + "  " + head[5]
+                     for i, h in enumerate(head[:n])) + "  " + head[n]
     print(line)
     print("-" * len(line))
     for r in rows:
         print("  ".join(str(c).ljust(widths[0]) if i == 0 else str(c).rjust(widths[i])
-                        for i, c in enumerate(r[:5])) + ("  " + r[5] if r[5] else ""))
+                        for i, c in enumerate(r[:n])) + ("  " + r[n] if r[n] else ""))
     return 0
 
 

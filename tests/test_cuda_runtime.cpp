@@ -57,11 +57,13 @@ struct Problem {
       }
     pos.resize(std::size_t(nnz));
     slot.resize(std::size_t(nnz));
+    pages = std::max(pages, (nnz + ps - 1) / ps);  // a distinct slot for every token
     reindex(seed + 1, 0.2);
   }
   std::int64_t row() const { return (hq + 2 * hk) * d + token_pad; }
   // New positions and a new permutation of slots; `pad_frac` of tokens padding.
   void reindex(unsigned seed, double pad_frac) {
+    ASSERT_GE(pages * ps, nnz) << "fewer cache slots than tokens";
     std::mt19937 rng(seed);
     std::vector<std::int64_t> all(std::size_t(pages * ps));
     std::iota(all.begin(), all.end(), 0);
@@ -292,6 +294,30 @@ TEST(CudaRuntime, LargeBatchRuntimeShapeWithPadding) {
   DeviceProblem dp(pb);
   ASSERT_TRUE(run(make_args(pb, dp.b, true), Backend::kCuda).ok());
   expect_identical(dp.download(nullptr), host_reference(pb), "large, run-time shape");
+}
+
+// Large batches of the specialised shapes (llama-3.1-8b: R = D = 128;
+// partial rotary: R 64 of D 128; gpt-oss: R = D = 64) with padding, host and
+// device scales: launches this size take the staged vector kernel on the
+// H200 (more work than one wave of decode-sized teams).
+TEST(CudaRuntime, LargeBatchSpecialisedShapesWithPadding) {
+  SKIP_WITHOUT_CUDA();
+  struct Shape {
+    std::int64_t nnz, hq, hk, d, r;
+    double pad;
+  };
+  const Shape shapes[] = {{5000, 32, 8, 128, 128, 0.2}, {3000, 32, 8, 128, 64, 0.1},
+                          {9000, 64, 8, 64, 64, 0.0}, {7001, 8, 1, 128, 128, 0.5}};
+  unsigned seed = 71;
+  for (const Shape& sh : shapes) {
+    Problem pb(sh.nnz, sh.hq, sh.hk, sh.d, sh.r, 0, seed++);
+    pb.pages = (sh.nnz + pb.ps - 1) / pb.ps + 3;
+    pb.reindex(seed++, sh.pad);
+    DeviceProblem dp(pb);
+    const bool device_scales = (seed & 2) != 0;
+    ASSERT_TRUE(run(make_args(pb, dp.b, device_scales), Backend::kCuda).ok());
+    expect_identical(dp.download(nullptr), host_reference(pb), "large, specialised shape");
+  }
 }
 
 }  // namespace
