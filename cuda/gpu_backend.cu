@@ -99,18 +99,25 @@ bool vector_eligible(const LaunchParams& p) {
 }
 
 // Teams: decode-sized launches (every unit of every token fits on the
-// device in two rounds of its team) use teams that cover a token in two
-// rounds, so each lane's loads all go out at once. Large launches use teams
-// of about kLargeTeam threads (at least kLargeRounds rounds per token), so
-// each lane reuses its token's indices and cos/sin over several units and
-// more tokens are in flight. Both measured on the H200 (perf/RESULTS.md).
+// device in two rounds of its team) use teams that cover a token in one
+// round where a block holds it (each lane one unit: the shortest chain),
+// else in two rounds, so each lane's loads all go out at once. Large
+// launches use teams of about kLargeTeam threads (at least kLargeRounds
+// rounds per token), so each lane reuses its token's indices and cos/sin
+// over several units and more tokens are in flight. All measured on the
+// H200 (perf/RESULTS.md): one round took 0.3-0.5 us off decode for the TP8
+// shapes (40 and 36 units); for llama-3.1-8b (384 units: a 256-thread team,
+// unevenly loaded) it cost 1.2 us at 1024 tokens.
 constexpr std::uint32_t kDecodeRounds = 2;
 constexpr std::uint32_t kLargeRounds = 4;
 constexpr std::uint32_t kLargeTeam = 96;
 // Launches beyond this many waves of decode-sized teams take the staged
 // kernel (where the vendor layer has asynchronous copies): at about one
 // wave (MLA, 1024 tokens) it was 4 points slower than direct loads.
-constexpr std::uint64_t kStagedWaves = 2;
+#ifndef ROPEKV_STAGED_WAVES
+#define ROPEKV_STAGED_WAVES 2
+#endif
+constexpr std::uint64_t kStagedWaves = ROPEKV_STAGED_WAVES;
 
 VecGeometry geometry(const LaunchParams& p, int sms) {
   VecGeometry g;
@@ -124,7 +131,8 @@ VecGeometry geometry(const LaunchParams& p, int sms) {
   g.units = g.k_nope_end + hk * g.v_sub;
   const std::uint64_t capacity = std::uint64_t(sms) * 2048;
   const std::uint64_t decode_threads = std::uint64_t(p.nnz) * ((g.units + 1) / 2);
-  std::uint32_t rounds = kDecodeRounds;
+  const std::uint32_t max_team = kVecBlock / g.rot_sub * g.rot_sub;  // fits in a block
+  std::uint32_t rounds = g.units <= max_team ? 1 : kDecodeRounds;
   g.large = decode_threads > capacity;
   g.staged = decode_threads > kStagedWaves * capacity;
   if (g.large) {
@@ -132,8 +140,7 @@ VecGeometry geometry(const LaunchParams& p, int sms) {
     if (rounds < kLargeRounds) rounds = kLargeRounds;
   }
   std::uint32_t team = (g.units + rounds - 1) / rounds;
-  team = (team + g.rot_sub - 1) / g.rot_sub * g.rot_sub;             // a multiple of S_r
-  const std::uint32_t max_team = kVecBlock / g.rot_sub * g.rot_sub;  // fits in a block
+  team = (team + g.rot_sub - 1) / g.rot_sub * g.rot_sub;  // a multiple of S_r
   g.team = team < max_team ? team : max_team;
   g.teams = kVecBlock / g.team;
   return g;

@@ -5,7 +5,7 @@
 //  * FP8: every format through the shared software encoders (e4m3fnuz is the
 //    natural format of gfx94x, e4m3fn of gfx950); no hardware conversion is
 //    used, so results are bit-identical with the host backend by construction;
-//  * wave size 64 on CDNA: the kernels use logical 32-lane row groups and
+//  * wave size 64 on CDNA: the kernels use logical row groups (kGroup) and
 //    never assume the hardware width.
 #pragma once
 
