@@ -100,14 +100,16 @@ bool vector_eligible(const LaunchParams& p) {
 
 // Teams: decode-sized launches (every unit of every token fits on the
 // device in two rounds of its team) use teams that cover a token in one
-// round where a block holds it (each lane one unit: the shortest chain),
-// else in two rounds, so each lane's loads all go out at once. Large
+// round where a block holds it and the whole launch fits on the device so
+// (each lane one unit: the shortest chain), else in two rounds, so each
+// lane's loads all go out at once. Large
 // launches use teams of about kLargeTeam threads (at least kLargeRounds
 // rounds per token), so each lane reuses its token's indices and cos/sin
 // over several units and more tokens are in flight. All measured on the
 // H200 (perf/RESULTS.md): one round took 0.3-0.5 us off decode for the TP8
 // shapes (40 and 36 units); for llama-3.1-8b (384 units: a 256-thread team,
-// unevenly loaded) it cost 1.2 us at 1024 tokens.
+// unevenly loaded) it cost 1.2 us at 1024 tokens, and for gpt-oss TP8 at
+// 8192 tokens (more than the device holds at once) 1 us.
 constexpr std::uint32_t kDecodeRounds = 2;
 constexpr std::uint32_t kLargeRounds = 4;
 constexpr std::uint32_t kLargeTeam = 96;
@@ -132,7 +134,8 @@ VecGeometry geometry(const LaunchParams& p, int sms) {
   const std::uint64_t capacity = std::uint64_t(sms) * 2048;
   const std::uint64_t decode_threads = std::uint64_t(p.nnz) * ((g.units + 1) / 2);
   const std::uint32_t max_team = kVecBlock / g.rot_sub * g.rot_sub;  // fits in a block
-  std::uint32_t rounds = g.units <= max_team ? 1 : kDecodeRounds;
+  const bool one_round = g.units <= max_team && std::uint64_t(p.nnz) * g.units <= capacity;
+  std::uint32_t rounds = one_round ? 1 : kDecodeRounds;
   g.large = decode_threads > capacity;
   g.staged = decode_threads > kStagedWaves * capacity;
   if (g.large) {

@@ -14,4 +14,8 @@ for bin in build/cuda/tests/ropekv_tests_cuda build/cuda/perf/ropekv_perf; do
   ldd "$bin" | awk '/=> \// {print $3}' | grep -E 'kokkos|trilinos|benchmark|gtest' |
     while read -r lib; do cp -L "$lib" build/cuda/lib/; done
 done
+# What was built, for gpu_run.sh to report (the GPU machine's copy of the
+# tree may not carry the git history).
+{ git rev-parse --short HEAD 2>/dev/null || echo "no git"
+  git diff --quiet HEAD -- . 2>/dev/null || echo "plus uncommitted changes"; } >build/cuda/BUILD_INFO
 ls build/cuda/lib

@@ -13,7 +13,7 @@ B=build/cuda
 export LD_LIBRARY_PATH="$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 rc=0
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv | tee "$out/gpu.txt"
-git rev-parse --short HEAD 2>/dev/null | tee -a "$out/gpu.txt"
+echo "build: $(tr '\n' ' ' <"$B/BUILD_INFO" 2>/dev/null || echo unknown)" | tee -a "$out/gpu.txt"
 
 echo "== CUDA tests"
 timeout 300 "$B/tests/ropekv_tests_cuda" --gtest_brief=1 \
