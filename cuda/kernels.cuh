@@ -9,6 +9,10 @@
 //   two 8-byte FP8 stores). Every warp load and store covers whole contiguous
 //   segments. Canonical shapes are template specialisations (kR/kN/kDv > 0);
 //   0 means "read at run time". See VecGeometry and fused_vec_kernel.
+//   fused_vec_staged_kernel is the same path for large launches: its inputs
+//   go through a per-thread ring in shared memory by asynchronous copies.
+//   The launcher picks; where the vendor layer has no asynchronous copy
+//   (HIP) the direct kernel serves every size.
 // generic path (fused_generic_kernel): any valid shape, alignment and dtype
 //   combination, one kernel per input dtype, FP8 output dtype (or run-time
 //   output dtype) and cos/sin dtype. One block per token (grid-stride);
