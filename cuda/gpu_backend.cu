@@ -109,10 +109,13 @@ bool vector_eligible(const LaunchParams& p) {
 // H200 (perf/RESULTS.md): one round took 0.3-0.5 us off decode for the TP8
 // shapes (40 and 36 units); for llama-3.1-8b (384 units: a 256-thread team,
 // unevenly loaded) it cost 1.2 us at 1024 tokens, and for gpt-oss TP8 at
-// 8192 tokens (more than the device holds at once) 1 us.
+// 8192 tokens (more than the device holds at once) 1 us. Large teams of
+// about 64 threads beat 96 by 2-4 points (llama-3.1-8b, partial rotary,
+// gpt-oss TP1) and 10 (MLA) at 8192 and 32768 tokens, in two device calls;
+// 48 and 128-192 were worse, 32 better at 32768 but worse at 8192.
 constexpr std::uint32_t kDecodeRounds = 2;
 constexpr std::uint32_t kLargeRounds = 4;
-constexpr std::uint32_t kLargeTeam = 96;
+constexpr std::uint32_t kLargeTeam = 64;
 // Launches beyond this many waves of decode-sized teams take the staged
 // kernel (where the vendor layer has asynchronous copies): at about one
 // wave (MLA, 1024 tokens) it was 4 points slower than direct loads.

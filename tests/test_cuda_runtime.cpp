@@ -193,22 +193,38 @@ void expect_identical(const Outputs& got, const Outputs& want, const char* what)
   EXPECT_GT(written, got.k.size() / 100) << what << ": K cache looks unwritten";
 }
 
+// One call of the CUDA backend captured into a graph on its own stream.
+struct CapturedCall {
+  cudaStream_t stream = nullptr;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  Result result;
+  cudaError_t error = cudaSuccess;  // the first failing capture step, if any
+  explicit CapturedCall(Arguments a) {
+    error = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    if (error == cudaSuccess) error = cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal);
+    if (error != cudaSuccess) return;
+    a.stream = stream;
+    result = run(a, Backend::kCuda);
+    error = cudaStreamEndCapture(stream, &graph);
+    if (error == cudaSuccess) error = cudaGraphInstantiate(&exec, graph, 0);
+  }
+  ~CapturedCall() {
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+};
+
 TEST(CudaRuntime, GraphReplaySeesNewIndicesPositionsPaddingAndScales) {
   SKIP_WITHOUT_CUDA();
   Problem pb(48, 8, 2, 128, 128, 0, 11);
   DeviceProblem dp(pb);
-  cudaStream_t s;
-  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  const Arguments a = make_args(pb, dp.b, true);
-  cudaGraph_t graph;
-  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  Arguments ac = a;
-  ac.stream = s;
-  const Result r = run(ac, Backend::kCuda);
-  CUDA_OK(cudaStreamEndCapture(s, &graph));
-  ASSERT_TRUE(r.ok()) << r.message;
-  cudaGraphExec_t exec;
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  const CapturedCall call(make_args(pb, dp.b, true));
+  ASSERT_EQ(call.error, cudaSuccess) << cudaGetErrorString(call.error);
+  ASSERT_TRUE(call.result.ok()) << call.result.message;
+  cudaStream_t s = call.stream;
+  cudaGraphExec_t exec = call.exec;
   for (unsigned replay = 0; replay < 4; ++replay) {
     pb.reindex(100 + replay, replay == 3 ? 1.0 : 0.1 * replay);  // last: all padding
     pb.scales[0] = 0.01f * float(replay + 1);
@@ -229,9 +245,6 @@ TEST(CudaRuntime, GraphReplaySeesNewIndicesPositionsPaddingAndScales) {
           std::all_of(got.k.begin(), got.k.end(), [](std::uint8_t x) { return x == 0xA5; }));
     }
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(s);
 }
 
 TEST(CudaRuntime, ConcurrentStreams) {
@@ -317,6 +330,31 @@ TEST(CudaRuntime, LargeBatchSpecialisedShapesWithPadding) {
     const bool device_scales = (seed & 2) != 0;
     ASSERT_TRUE(run(make_args(pb, dp.b, device_scales), Backend::kCuda).ok());
     expect_identical(dp.download(nullptr), host_reference(pb), "large, specialised shape");
+  }
+}
+
+// The launcher asks the runtime once per (kernel, block size, device) how
+// many blocks fit on a multiprocessor. Here that first query happens inside
+// a stream capture: no other test launches this kernel (the staged kernel of
+// R = D = 128) with this block size (Hq 20, Hk 4: 224 units, teams of 56,
+// blocks of 224 threads). The captured graph then replays with new slots,
+// positions and padding.
+TEST(CudaRuntime, FirstLaunchOfAKernelInsideGraphCapture) {
+  SKIP_WITHOUT_CUDA();
+  Problem pb(6000, 20, 4, 128, 128, 0, 81);
+  DeviceProblem dp(pb);
+  const CapturedCall call(make_args(pb, dp.b, false));
+  ASSERT_EQ(call.error, cudaSuccess) << cudaGetErrorString(call.error);
+  ASSERT_TRUE(call.result.ok()) << call.result.message;
+  cudaStream_t s = call.stream;
+  cudaGraphExec_t exec = call.exec;
+  for (unsigned replay = 0; replay < 2; ++replay) {
+    pb.reindex(200 + replay, replay == 0 ? 0.0 : 0.4);
+    dp.upload_indices(s);
+    CUDA_OK(cudaGraphLaunch(exec, s));
+    CUDA_OK(cudaStreamSynchronize(s));
+    CUDA_OK(cudaGetLastError());
+    expect_identical(dp.download(s), host_reference(pb), "first launch captured");
   }
 }
 
