@@ -112,9 +112,12 @@ bool vector_eligible(const LaunchParams& p) {
 // 8192 tokens (more than the device holds at once) 1 us. Large teams of
 // about 64 threads beat 96 by 2-4 points (llama-3.1-8b, partial rotary,
 // gpt-oss TP1) and 10 (MLA) at 8192 and 32768 tokens, in two device calls;
-// 48 and 128-192 were worse, 32 better at 32768 but worse at 8192.
+// 48 and 128-192 were worse, 32 better at 32768 but worse at 8192. At least
+// 5 rounds: small tokens get small teams (llama-70b TP8: 16 threads, 10
+// points more at 32768 tokens than 24; gpt-oss TP8: 8 threads, 1 point less
+// than 12), large ones keep 64.
 constexpr std::uint32_t kDecodeRounds = 2;
-constexpr std::uint32_t kLargeRounds = 4;
+constexpr std::uint32_t kLargeRounds = 5;
 constexpr std::uint32_t kLargeTeam = 64;
 // Launches beyond this many waves of decode-sized teams take the staged
 // kernel (where the vendor layer has asynchronous copies): at about one
