@@ -98,24 +98,25 @@ bool vector_eligible(const LaunchParams& p) {
   return aligned(p.cos_sin, 16) && (p.cos_row_stride * p.cos_size) % 16 == 0;
 }
 
-// Teams: decode-sized launches (every unit of every token fits on the
+// Teams. Decode-sized launches (every unit of every token fits on the
 // device in two rounds of its team) use teams that cover a token in one
 // round where a block holds it and the whole launch fits on the device so
 // (each lane one unit: the shortest chain), else in two rounds, so each
-// lane's loads all go out at once. Large
-// launches use teams of about kLargeTeam threads (at least kLargeRounds
-// rounds per token), so each lane reuses its token's indices and cos/sin
-// over several units and more tokens are in flight. All measured on the
-// H200 (perf/RESULTS.md): one round took 0.3-0.5 us off decode for the TP8
-// shapes (40 and 36 units); for llama-3.1-8b (384 units: a 256-thread team,
-// unevenly loaded) it cost 1.2 us at 1024 tokens, and for gpt-oss TP8 at
-// 8192 tokens (more than the device holds at once) 1 us. Large teams of
-// about 64 threads beat 96 by 2-4 points (llama-3.1-8b, partial rotary,
-// gpt-oss TP1) and 10 (MLA) at 8192 and 32768 tokens, in two device calls;
-// 48 and 128-192 were worse, 32 better at 32768 but worse at 8192. At least
-// 5 rounds: small tokens get small teams (llama-70b TP8: 16 threads, 10
-// points more at 32768 tokens than 24; gpt-oss TP8: 8 threads, 1 point less
-// than 12), large ones keep 64.
+// lane's loads all go out at once. Large launches use teams of about
+// kLargeTeam threads and at least kLargeRounds rounds per token, so each
+// lane reuses its token's indices and cos/sin over several units and more
+// tokens are in flight. All measured on the H200 (perf/RESULTS.md):
+//  * one round took 0.3-0.5 us off decode for the TP8 shapes (40 and 36
+//    units); for llama-3.1-8b (384 units: a 256-thread team, unevenly
+//    loaded) it cost 1.2 us at 1024 tokens, and for gpt-oss TP8 at 8192
+//    tokens (more than the device holds at once) 1 us;
+//  * large teams of about 64 threads beat 96 by 2-4 points (llama-3.1-8b,
+//    partial rotary, gpt-oss TP1) and 10 (MLA) at 8192 and 32768 tokens, in
+//    two device calls; 48 and 128-192 were worse, 32 better at 32768 but
+//    worse at 8192;
+//  * at least 5 rounds: small tokens get small teams (llama-70b TP8: 16
+//    threads, 10 points more at 32768 tokens than 24; gpt-oss TP8: 8
+//    threads, 1 point less than 12), large ones keep 64.
 constexpr std::uint32_t kDecodeRounds = 2;
 constexpr std::uint32_t kLargeRounds = 5;
 constexpr std::uint32_t kLargeTeam = 64;

@@ -164,8 +164,8 @@ ropekv::Result call(DeviceProblem& dp, int set, GpuVariant v, cudaStream_t strea
   if (v == GpuVariant::kCopySameSize) {
     const std::size_t off = dp.copy_bytes * std::size_t(set);
     const cudaError_t e = cudaMemcpyAsync(static_cast<char*>(dp.copy_dst.ptr) + off,
-                                          static_cast<char*>(dp.copy_src.ptr) + off,
-                                          dp.copy_bytes, cudaMemcpyDeviceToDevice, stream);
+                                          static_cast<char*>(dp.copy_src.ptr) + off, dp.copy_bytes,
+                                          cudaMemcpyDeviceToDevice, stream);
     if (e == cudaSuccess) return ropekv::Result{};
     ropekv::Result r;
     r.status = ropekv::Status::kErrorLaunchFailed;
@@ -175,8 +175,7 @@ ropekv::Result call(DeviceProblem& dp, int set, GpuVariant v, cudaStream_t strea
   ropekv::Arguments a = dp.args[std::size_t(set)];
   a.stream = stream;
   a.programmatic_dependent_launch = v == GpuVariant::kFusedPdl;
-  if (unfused(v))
-    return unfused_cuda(a, dp.q_rot[std::size_t(set)], dp.k_rot[std::size_t(set)]);
+  if (unfused(v)) return unfused_cuda(a, dp.q_rot[std::size_t(set)], dp.k_rot[std::size_t(set)]);
   return ropekv::run(a, ropekv::Backend::kCuda);
 }
 

@@ -298,8 +298,7 @@ void bm_cuda(benchmark::State& st, const Shape* s, std::int64_t nnz, GpuVariant 
     if (it != unfused_us().end()) {
       uf = it->second;
     } else {
-      const GpuTiming u =
-          cuda_time(*s, nnz, hot ? GpuVariant::kUnfusedHot : GpuVariant::kUnfused);
+      const GpuTiming u = cuda_time(*s, nnz, hot ? GpuVariant::kUnfusedHot : GpuVariant::kUnfused);
       if (u.ok) uf = unfused_us()[key] = u.us_per_call;
     }
     if (uf > 0) st.counters["speedup_vs_unfused"] = uf / t.us_per_call;
@@ -347,8 +346,7 @@ void register_all() {
                       {"cuda-hot-unfused", GpuVariant::kUnfusedHot},
                       {"cuda-hot", GpuVariant::kFusedHot}};
       for (const auto& var : variants) {
-        const bool decode_only = var.v == GpuVariant::kFusedPdl ||
-                                 var.v == GpuVariant::kFusedHot ||
+        const bool decode_only = var.v == GpuVariant::kFusedPdl || var.v == GpuVariant::kFusedHot ||
                                  var.v == GpuVariant::kUnfusedHot;
         if (decode_only && nnz > 256) continue;
         if (var.v == GpuVariant::kCopySameSize && nnz < 1024) continue;

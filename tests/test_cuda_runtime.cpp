@@ -319,8 +319,10 @@ TEST(CudaRuntime, LargeBatchSpecialisedShapesWithPadding) {
     std::int64_t nnz, hq, hk, d, r;
     double pad;
   };
-  const Shape shapes[] = {{5000, 32, 8, 128, 128, 0.2}, {3000, 32, 8, 128, 64, 0.1},
-                          {9000, 64, 8, 64, 64, 0.0}, {7001, 8, 1, 128, 128, 0.5}};
+  const Shape shapes[] = {{5000, 32, 8, 128, 128, 0.2},
+                          {3000, 32, 8, 128, 64, 0.1},
+                          {9000, 64, 8, 64, 64, 0.0},
+                          {7001, 8, 1, 128, 128, 0.5}};
   unsigned seed = 71;
   for (const Shape& sh : shapes) {
     Problem pb(sh.nnz, sh.hq, sh.hk, sh.d, sh.r, 0, seed++);
