@@ -311,8 +311,9 @@ TEST(CudaRuntime, LargeBatchRuntimeShapeWithPadding) {
 
 // Large batches of the specialised shapes (llama-3.1-8b: R = D = 128;
 // partial rotary: R 64 of D 128; gpt-oss: R = D = 64) with padding, host and
-// device scales: launches this size take the staged vector kernel on the
-// H200 (more work than one wave of decode-sized teams).
+// device scales. On the H200 the first three take the staged vector kernel
+// (over two waves of decode-sized teams), the last (llama-70b TP8 shape,
+// 7001 tokens) the direct kernel with large-launch teams.
 TEST(CudaRuntime, LargeBatchSpecialisedShapesWithPadding) {
   SKIP_WITHOUT_CUDA();
   struct Shape {
