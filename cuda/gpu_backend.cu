@@ -98,14 +98,15 @@ bool vector_eligible(const LaunchParams& p) {
   return aligned(p.cos_sin, 16) && (p.cos_row_stride * p.cos_size) % 16 == 0;
 }
 
-// Teams. Decode-sized launches (every unit of every token fits on the
-// device in two rounds of its team) use teams that cover a token in one
-// round where a block holds it and the whole launch fits on the device so
-// (each lane one unit: the shortest chain), else in two rounds, so each
-// lane's loads all go out at once. Large launches use teams of about
-// kLargeTeam threads and at least kLargeRounds rounds per token, so each
-// lane reuses its token's indices and cos/sin over several units and more
-// tokens are in flight. All measured on the H200 (perf/RESULTS.md):
+// Teams. Decode-sized launches (two-round teams for every token would fill
+// at most half of the threads the device holds at once) use teams that
+// cover a token in one round where a block holds it and the whole launch
+// fits on the device so (each lane one unit: the shortest chain), else in
+// two rounds, so each lane's loads all go out at once. Large launches use
+// teams of about kLargeTeam threads and at least kLargeRounds rounds per
+// token, so each lane reuses its token's indices and cos/sin over several
+// units and more tokens are in flight. All measured on the H200
+// (perf/RESULTS.md):
 //  * one round took 0.3-0.5 us off decode for the TP8 shapes (40 and 36
 //    units); for llama-3.1-8b (384 units: a 256-thread team, unevenly
 //    loaded) it cost 1.2 us at 1024 tokens, and for gpt-oss TP8 at 8192
@@ -120,13 +121,13 @@ bool vector_eligible(const LaunchParams& p) {
 constexpr std::uint32_t kDecodeRounds = 2;
 constexpr std::uint32_t kLargeRounds = 5;
 constexpr std::uint32_t kLargeTeam = 64;
-// Launches beyond this many waves of decode-sized teams take the staged
-// kernel (where the vendor layer has asynchronous copies): at about one
-// wave (MLA, 1024 tokens) it was 4 points slower than direct loads.
-#ifndef ROPEKV_STAGED_WAVES
-#define ROPEKV_STAGED_WAVES 2
-#endif
-constexpr std::uint64_t kStagedWaves = ROPEKV_STAGED_WAVES;
+// Launch sizes, in waves of decode-sized teams (decode_threads against the
+// device's capacity): beyond half a wave a launch takes the large-launch
+// teams, beyond one wave the staged kernel (where the vendor layer has
+// asynchronous copies). Against one and two waves (the previous rule), in
+// one device call on the H200: gpt-oss TP8 8192 tokens 43.2 -> 47.5% of
+// copy, gpt-oss TP1 1024 41.3 -> 43.5%, MLA 1024 53.5 -> 60.1%, the others
+// within 0.5 points.
 
 VecGeometry geometry(const LaunchParams& p, int sms) {
   VecGeometry g;
@@ -143,8 +144,8 @@ VecGeometry geometry(const LaunchParams& p, int sms) {
   const std::uint32_t max_team = kVecBlock / g.rot_sub * g.rot_sub;  // fits in a block
   const bool one_round = g.units <= max_team && std::uint64_t(p.nnz) * g.units <= capacity;
   std::uint32_t rounds = one_round ? 1 : kDecodeRounds;
-  g.large = decode_threads > capacity;
-  g.staged = decode_threads > kStagedWaves * capacity;
+  g.large = 2 * decode_threads > capacity;
+  g.staged = decode_threads > capacity;
   if (g.large) {
     rounds = (g.units + kLargeTeam - 1) / kLargeTeam;
     if (rounds < kLargeRounds) rounds = kLargeRounds;

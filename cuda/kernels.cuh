@@ -72,7 +72,7 @@ struct VecGeometry {
   std::uint32_t units;       // k_nope_end + Hk * Dv/16
   std::uint32_t team;        // threads per token (a multiple of S_r)
   std::uint32_t teams;       // teams per block (block = team * teams threads)
-  bool large;                // host only: more work than one wave of decode-sized teams
+  bool large;                // host only: more than half a wave of decode-sized teams
   bool staged;               // host only: the launcher picks the staged kernel
 };
 
@@ -364,7 +364,7 @@ __global__ void __launch_bounds__(kVecBlock, kVecMinBlocks)
 }
 
 // ------------------------------------------------- vector path, staged copies
-// For launches well beyond one wave of decode-sized teams, where the kernel
+// For launches beyond one wave of decode-sized teams, where the kernel
 // above is bound by the bytes each SM keeps in flight (its loads hold
 // registers until used). Same teams, units, math and stores; each thread
 // instead copies its items (up to two units, 64 bytes of input) into its
