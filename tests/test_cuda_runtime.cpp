@@ -311,9 +311,8 @@ TEST(CudaRuntime, LargeBatchRuntimeShapeWithPadding) {
 
 // Large batches of the specialised shapes (llama-3.1-8b: R = D = 128;
 // partial rotary: R 64 of D 128; gpt-oss: R = D = 64) with padding, host and
-// device scales. On the H200 the first three take the staged vector kernel
-// (over two waves of decode-sized teams), the last (llama-70b TP8 shape,
-// 7001 tokens) the direct kernel with large-launch teams.
+// device scales. On the H200 all four take the staged vector kernel (over
+// one wave of decode-sized teams).
 TEST(CudaRuntime, LargeBatchSpecialisedShapesWithPadding) {
   SKIP_WITHOUT_CUDA();
   struct Shape {
@@ -359,6 +358,20 @@ TEST(CudaRuntime, FirstLaunchOfAKernelInsideGraphCapture) {
     CUDA_OK(cudaGetLastError());
     expect_identical(dp.download(s), host_reference(pb), "first launch captured");
   }
+}
+
+// Between half a wave and one wave of decode-sized teams on the H200 (132
+// SMs: 10000 tokens of 40 units, 200000 two-round threads against 270336
+// resident): the direct vector kernel with large-launch teams (8 threads, at
+// least 5 rounds per token, each lane looping over several units and tokens),
+// with padding and device scales.
+TEST(CudaRuntime, MidBatchDirectKernelLargeTeams) {
+  SKIP_WITHOUT_CUDA();
+  Problem pb(10000, 8, 1, 64, 64, 0, 91);
+  pb.reindex(92, 0.2);
+  DeviceProblem dp(pb);
+  ASSERT_TRUE(run(make_args(pb, dp.b, true), Backend::kCuda).ok());
+  expect_identical(dp.download(nullptr), host_reference(pb), "mid batch, direct kernel");
 }
 
 }  // namespace
