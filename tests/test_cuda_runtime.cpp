@@ -193,6 +193,15 @@ void expect_identical(const Outputs& got, const Outputs& want, const char* what)
   EXPECT_GT(written, got.k.size() / 100) << what << ": K cache looks unwritten";
 }
 
+// Runs pb once on the CUDA backend (default stream) and compares the result
+// with the host backend's.
+void expect_matches_host(const Problem& pb, bool device_scales, const char* what) {
+  DeviceProblem dp(pb);
+  const Result r = run(make_args(pb, dp.b, device_scales), Backend::kCuda);
+  ASSERT_TRUE(r.ok()) << what << ": " << r.message;
+  expect_identical(dp.download(nullptr), host_reference(pb), what);
+}
+
 // One call of the CUDA backend captured into a graph on its own stream.
 struct CapturedCall {
   cudaStream_t stream = nullptr;
@@ -280,9 +289,7 @@ TEST(CudaRuntime, ProgrammaticDependentLaunch) {
 TEST(CudaRuntime, GenericPathMisalignedRows) {
   SKIP_WITHOUT_CUDA();
   Problem pb(200, 8, 2, 128, 128, 3, 41);  // token stride not a multiple of 8 elements
-  DeviceProblem dp(pb);
-  ASSERT_TRUE(run(make_args(pb, dp.b, false), Backend::kCuda).ok());
-  expect_identical(dp.download(nullptr), host_reference(pb), "generic");
+  expect_matches_host(pb, false, "generic");
 }
 
 TEST(CudaRuntime, LargeBatchGridStride) {
@@ -290,9 +297,7 @@ TEST(CudaRuntime, LargeBatchGridStride) {
   Problem pb(20000, 8, 1, 64, 64, 0, 51);
   pb.pages = 1300;
   pb.reindex(52, 0.05);
-  DeviceProblem dp(pb);
-  ASSERT_TRUE(run(make_args(pb, dp.b, false), Backend::kCuda).ok());
-  expect_identical(dp.download(nullptr), host_reference(pb), "large");
+  expect_matches_host(pb, false, "large");
 }
 
 // A large batch through the run-time-shape vector kernel (R 32, N 64: no
@@ -304,9 +309,7 @@ TEST(CudaRuntime, LargeBatchRuntimeShapeWithPadding) {
   Problem pb(12000, 16, 2, 96, 32, 0, 61);
   pb.pages = 800;
   pb.reindex(62, 0.3);
-  DeviceProblem dp(pb);
-  ASSERT_TRUE(run(make_args(pb, dp.b, true), Backend::kCuda).ok());
-  expect_identical(dp.download(nullptr), host_reference(pb), "large, run-time shape");
+  expect_matches_host(pb, true, "large, run-time shape");
 }
 
 // Large batches of the specialised shapes (llama-3.1-8b: R = D = 128;
@@ -328,10 +331,7 @@ TEST(CudaRuntime, LargeBatchSpecialisedShapesWithPadding) {
     Problem pb(sh.nnz, sh.hq, sh.hk, sh.d, sh.r, 0, seed++);
     pb.pages = (sh.nnz + pb.ps - 1) / pb.ps + 3;
     pb.reindex(seed++, sh.pad);
-    DeviceProblem dp(pb);
-    const bool device_scales = (seed & 2) != 0;
-    ASSERT_TRUE(run(make_args(pb, dp.b, device_scales), Backend::kCuda).ok());
-    expect_identical(dp.download(nullptr), host_reference(pb), "large, specialised shape");
+    expect_matches_host(pb, (seed & 2) != 0, "large, specialised shape");
   }
 }
 
@@ -369,9 +369,7 @@ TEST(CudaRuntime, MidBatchDirectKernelLargeTeams) {
   SKIP_WITHOUT_CUDA();
   Problem pb(10000, 8, 1, 64, 64, 0, 91);
   pb.reindex(92, 0.2);
-  DeviceProblem dp(pb);
-  ASSERT_TRUE(run(make_args(pb, dp.b, true), Backend::kCuda).ok());
-  expect_identical(dp.download(nullptr), host_reference(pb), "mid batch, direct kernel");
+  expect_matches_host(pb, true, "mid batch, direct kernel");
 }
 
 }  // namespace
