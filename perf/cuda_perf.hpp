@@ -24,6 +24,13 @@ enum class GpuVariant {
   // same size achieves in the same graph method.
   kCopySameSize,
 };
+// The unfused variants, and those on one buffer set.
+inline bool is_unfused(GpuVariant v) {
+  return v == GpuVariant::kUnfused || v == GpuVariant::kUnfusedHot;
+}
+inline bool is_hot(GpuVariant v) {
+  return v == GpuVariant::kFusedHot || v == GpuVariant::kUnfusedHot;
+}
 
 struct GpuTiming {
   bool ok = false;

@@ -145,9 +145,6 @@ DeviceProblem* device_problem(const Shape& s, std::int64_t nnz, std::string* err
   return cur.get();
 }
 
-bool unfused(GpuVariant v) { return v == GpuVariant::kUnfused || v == GpuVariant::kUnfusedHot; }
-bool hot(GpuVariant v) { return v == GpuVariant::kFusedHot || v == GpuVariant::kUnfusedHot; }
-
 // Source and destination buffers of the same-size copy, made on first use.
 bool ensure_copy_buffers(DeviceProblem& dp, std::string* error) {
   if (dp.copy_src.ptr != nullptr) return true;
@@ -175,7 +172,7 @@ ropekv::Result call(DeviceProblem& dp, int set, GpuVariant v, cudaStream_t strea
   ropekv::Arguments a = dp.args[std::size_t(set)];
   a.stream = stream;
   a.programmatic_dependent_launch = v == GpuVariant::kFusedPdl;
-  if (unfused(v)) return unfused_cuda(a, dp.q_rot[std::size_t(set)], dp.k_rot[std::size_t(set)]);
+  if (is_unfused(v)) return unfused_cuda(a, dp.q_rot[std::size_t(set)], dp.k_rot[std::size_t(set)]);
   return ropekv::run(a, ropekv::Backend::kCuda);
 }
 
@@ -185,19 +182,19 @@ std::string message(const ropekv::Result& r) {
 
 // Runs set 0 once on zeroed outputs and, when the host backend is compiled
 // and nnz is small, compares q_out and both caches byte for byte with the
-// host backend on the same input.
+// host backend on the same input. The same-size copy only gets its buffers.
 bool check_output(DeviceProblem& dp, GpuVariant v, cudaStream_t stream, std::string* label,
                   std::string* error) {
+  if (v == GpuVariant::kCopySameSize) {
+    *label = "plain copy";
+    return ensure_copy_buffers(dp, error);
+  }
   const Sizes& z = dp.sizes;
   const Buffers& b = dp.bufs[0];
   PERF_CUDA_TRY(cudaMemsetAsync(b.q_out, 0, std::size_t(z.q_out_bytes), stream));
   PERF_CUDA_TRY(cudaMemsetAsync(b.k_cache, 0, std::size_t(z.k_cache_bytes), stream));
   if (b.v_cache != nullptr)
     PERF_CUDA_TRY(cudaMemsetAsync(b.v_cache, 0, std::size_t(z.v_cache_bytes), stream));
-  if (v == GpuVariant::kCopySameSize) {
-    *label = "plain copy";
-    return ensure_copy_buffers(dp, error);
-  }
   const ropekv::Result r = call(dp, 0, v, stream);
   if (!r.ok()) {
     *error = "first call failed: " + message(r);
@@ -206,7 +203,7 @@ bool check_output(DeviceProblem& dp, GpuVariant v, cudaStream_t stream, std::str
   PERF_CUDA_TRY(cudaStreamSynchronize(stream));
   PERF_CUDA_TRY(cudaGetLastError());
   *label = "first call succeeded";
-  if (unfused(v)) return true;
+  if (is_unfused(v)) return true;
   if (dp.checked) {
     *label = "bit-identical to host";
     return true;
@@ -264,7 +261,7 @@ bool time_graph(DeviceProblem& dp, GpuVariant v, GpuTiming* out, std::string* er
   std::string label;
   if (!check_output(dp, v, stream, &label, error)) return false;
 
-  const int sets = hot(v) ? 1 : dp.sets;
+  const int sets = is_hot(v) ? 1 : dp.sets;
   const int calls = std::max(kMinCalls, sets);
   cudaGraph_t graph = nullptr;
   PERF_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));

@@ -280,7 +280,7 @@ void bm_cuda(benchmark::State& st, const Shape* s, std::int64_t nnz, GpuVariant 
   st.counters["spread_pct"] = t.spread_pct;
   st.counters["working_set_MB"] = t.working_set_mb;
   st.counters["graph_calls"] = t.calls;
-  const bool hot = v == GpuVariant::kFusedHot || v == GpuVariant::kUnfusedHot;
+  const bool hot = is_hot(v);
   std::string label = t.check;
   if (hot)
     label = "hot: one buffer set; " + label;
@@ -290,7 +290,7 @@ void bm_cuda(benchmark::State& st, const Shape* s, std::int64_t nnz, GpuVariant 
   const std::string key = bench_name(hot ? "cuda-hot" : "cuda", *s, nnz);
   if (v == GpuVariant::kCopySameSize) {
     copy_us()[key] = t.us_per_call;
-  } else if (v == GpuVariant::kUnfused || v == GpuVariant::kUnfusedHot) {
+  } else if (is_unfused(v)) {
     unfused_us()[key] = t.us_per_call;
   } else {
     auto it = unfused_us().find(key);
