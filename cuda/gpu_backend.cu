@@ -144,9 +144,9 @@ VecGeometry geometry(const LaunchParams& p, int sms) {
   const std::uint32_t max_team = kVecBlock / g.rot_sub * g.rot_sub;  // fits in a block
   const bool one_round = g.units <= max_team && std::uint64_t(p.nnz) * g.units <= capacity;
   std::uint32_t rounds = one_round ? 1 : kDecodeRounds;
-  g.large = 2 * decode_threads > capacity;
+  const bool large = 2 * decode_threads > capacity;
   g.staged = decode_threads > capacity;
-  if (g.large) {
+  if (large) {
     rounds = (g.units + kLargeTeam - 1) / kLargeTeam;
     if (rounds < kLargeRounds) rounds = kLargeRounds;
   }

@@ -72,7 +72,6 @@ struct VecGeometry {
   std::uint32_t units;       // k_nope_end + Hk * Dv/16
   std::uint32_t team;        // threads per token (a multiple of S_r)
   std::uint32_t teams;       // teams per block (block = team * teams threads)
-  bool large;                // host only: more than half a wave of decode-sized teams
   bool staged;               // host only: the launcher picks the staged kernel
 };
 
