@@ -1,4 +1,4 @@
-// The GPU backend's launcher: picks the vector path or the generic path,
+// The GPU backend's launcher: picks the decode, vector or generic path,
 // sizes the grid from the device's multiprocessor count (read once per
 // device), launches on the caller's stream and reports launch errors.
 // One source for CUDA and HIP (hip/ compiles this file as HIP).
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
-#include "cuda/kernels.cuh"
+#include "cuda/gpu_launch.hpp"
 #include "detail/lower.hpp"
 
 namespace ropekv {
@@ -21,7 +21,8 @@ namespace {
 
 constexpr int kMaxDevices = 64;
 constexpr std::size_t kDefaultShared = 48 * 1024;  // dynamic shared memory without opt-in
-using VecKernel = void (*)(const LaunchParams, const VecGeometry);
+
+std::atomic<int> g_tune_decode{0}, g_tune_trigger{0};
 
 // Multiprocessor count of `dev`, read from the device once.
 int sm_count(int dev) {
@@ -40,9 +41,9 @@ int sm_count(int dev) {
 // per multiprocessor, asked of the runtime once per (kernel, block, device)
 // and cached; 0 if the kernel cannot run so. Host-side calls only (no
 // device work, nothing on a stream), so it is safe during graph capture.
-int resident_per_sm(VecKernel kernel, unsigned block, std::size_t smem, int dev) {
+int resident_per_sm(const void* kernel, unsigned block, std::size_t smem, int dev) {
   struct Entry {
-    VecKernel kernel;
+    const void* kernel;
     unsigned block;
     int dev, blocks;
   };
@@ -154,50 +155,118 @@ VecGeometry geometry(const LaunchParams& p, int sms) {
   team = (team + g.rot_sub - 1) / g.rot_sub * g.rot_sub;  // a multiple of S_r
   g.team = team < max_team ? team : max_team;
   g.teams = kVecBlock / g.team;
+  g.early_trigger = 0;
   return g;
 }
 
-// The vector kernel of a (dtypes, shape): staged copies or direct loads.
-template <bool kStaged, DType In, DType Out, DType Cos, int kR, int kN, int kDv>
-VecKernel vec_kernel() {
-  if constexpr (kStaged) return &fused_vec_staged_kernel<In, Out, Cos, kR, kN, kDv>;
-  return &fused_vec_kernel<In, Out, Cos, kR, kN, kDv>;
+// The kernels of the vector paths for a (dtypes, shape).
+enum class VecFamily { kDirect, kStaged, kDecode };
+template <VecFamily F, DType In, DType Out, DType Cos, int kR, int kN, int kDv>
+const void* vec_kernel() {
+  if constexpr (F == VecFamily::kStaged)
+    return reinterpret_cast<const void*>(&fused_vec_staged_kernel<In, Out, Cos, kR, kN, kDv>);
+  if constexpr (F == VecFamily::kDecode)
+    return reinterpret_cast<const void*>(&fused_decode_kernel<In, Out, Cos, kR, kN, kDv>);
+  return reinterpret_cast<const void*>(&fused_vec_kernel<In, Out, Cos, kR, kN, kDv>);
 }
 
 // Canonical shapes of PERF.md get their own specialisation (bf16/fp16 in,
 // e4m3fn out, fp32 cos/sin); every other eligible case the run-time shape
 // kernel.
-template <bool kStaged, DType In, DType Out, DType Cos>
-VecKernel pick_shape(const LaunchParams& p) {
+template <VecFamily F, DType In, DType Out, DType Cos>
+const void* pick_shape(const LaunchParams& p) {
   if constexpr (Out == DType::kFloat8E4M3FN && Cos == DType::kFloat32) {
     const std::int64_t r = p.rotary_dim, n = p.nope_dim, dv = p.v_dim;
-    if (r == 64 && n == 0 && dv == 64) return vec_kernel<kStaged, In, Out, Cos, 64, 0, 64>();
-    if (r == 128 && n == 0 && dv == 128) return vec_kernel<kStaged, In, Out, Cos, 128, 0, 128>();
-    if (r == 64 && n == 64 && dv == 128) return vec_kernel<kStaged, In, Out, Cos, 64, 64, 128>();
-    if (r == 64 && n == 512 && dv == 0) return vec_kernel<kStaged, In, Out, Cos, 64, 512, 0>();
+    if (r == 64 && n == 0 && dv == 64) return vec_kernel<F, In, Out, Cos, 64, 0, 64>();
+    if (r == 128 && n == 0 && dv == 128) return vec_kernel<F, In, Out, Cos, 128, 0, 128>();
+    if (r == 64 && n == 64 && dv == 128) return vec_kernel<F, In, Out, Cos, 64, 64, 128>();
+    if (r == 64 && n == 512 && dv == 0) return vec_kernel<F, In, Out, Cos, 64, 512, 0>();
   }
-  return vec_kernel<kStaged, In, Out, Cos, 0, 0, 0>();
+  return vec_kernel<F, In, Out, Cos, 0, 0, 0>();
 }
 
-template <bool kStaged, DType In>
-VecKernel pick_out(const LaunchParams& p) {
+template <VecFamily F, DType In>
+const void* pick_out(const LaunchParams& p) {
   const bool cos_f32 = p.cos_dtype == DType::kFloat32;
   switch (p.q_out_dtype) {
     case DType::kFloat8E5M2:
-      return cos_f32 ? pick_shape<kStaged, In, DType::kFloat8E5M2, DType::kFloat32>(p)
-                     : pick_shape<kStaged, In, DType::kFloat8E5M2, In>(p);
+      return cos_f32 ? pick_shape<F, In, DType::kFloat8E5M2, DType::kFloat32>(p)
+                     : pick_shape<F, In, DType::kFloat8E5M2, In>(p);
     case DType::kFloat8E4M3FNUZ:
-      return cos_f32 ? pick_shape<kStaged, In, DType::kFloat8E4M3FNUZ, DType::kFloat32>(p)
-                     : pick_shape<kStaged, In, DType::kFloat8E4M3FNUZ, In>(p);
+      return cos_f32 ? pick_shape<F, In, DType::kFloat8E4M3FNUZ, DType::kFloat32>(p)
+                     : pick_shape<F, In, DType::kFloat8E4M3FNUZ, In>(p);
     default:
-      return cos_f32 ? pick_shape<kStaged, In, DType::kFloat8E4M3FN, DType::kFloat32>(p)
-                     : pick_shape<kStaged, In, DType::kFloat8E4M3FN, In>(p);
+      return cos_f32 ? pick_shape<F, In, DType::kFloat8E4M3FN, DType::kFloat32>(p)
+                     : pick_shape<F, In, DType::kFloat8E4M3FN, In>(p);
   }
 }
-template <bool kStaged>
-VecKernel pick_vec(const LaunchParams& p) {
-  return p.in_dtype == DType::kFloat16 ? pick_out<kStaged, DType::kFloat16>(p)
-                                       : pick_out<kStaged, DType::kBFloat16>(p);
+template <VecFamily F>
+const void* pick_vec(const LaunchParams& p) {
+  return p.in_dtype == DType::kFloat16 ? pick_out<F, DType::kFloat16>(p)
+                                       : pick_out<F, DType::kBFloat16>(p);
+}
+
+// The decode kernel's view of p (see DecodeParams); host scales become
+// divisors here, once per call.
+DecodeParams decode_params(const LaunchParams& p, const VecGeometry& g) {
+  DecodeParams d;
+  d.slot_mapping = p.slot_mapping;
+  d.batch_indices = p.batch_indices;
+  d.kv_positions = p.kv_positions;
+  d.positions = p.positions;
+  d.kv_indptr = p.kv_indptr;
+  d.kv_indices = p.kv_indices;
+  d.addressing = p.addressing;
+  d.page_shift = p.page_shift;
+  d.page_size = p.page_size;
+  d.slot_i64 = p.slot_i64;
+  d.batch_i64 = p.batch_i64;
+  d.kv_positions_i64 = p.kv_positions_i64;
+  d.positions_i64 = p.positions_i64;
+  d.kv_indptr_i64 = p.kv_indptr_i64;
+  d.kv_indices_i64 = p.kv_indices_i64;
+  d.checked = p.checked;
+  d.early_indices = p.pdl && p.early_indices;
+  d.batch_size = p.batch_size;
+  d.num_kv_indices = p.num_kv_indices;
+  d.num_pages = p.num_pages;
+  d.max_pos = p.max_pos;
+  d.skipped_tokens = p.skipped_tokens;
+  d.cos_sin = p.cos_sin;
+  d.cos_row_bytes = p.cos_row_stride * p.cos_size;
+  d.style = p.style;
+  d.num_q_heads = std::uint32_t(p.num_q_heads);
+  d.div[0] = make_divisor(p.q_scale);
+  d.div[1] = make_divisor(p.k_scale);
+  d.div[2] = make_divisor(p.v_scale);
+  d.scale_ptr[0] = p.q_scale_ptr;
+  d.scale_ptr[1] = p.k_scale_ptr;
+  d.scale_ptr[2] = p.v_scale_ptr;
+  d.g = g;
+  auto rows = [](const HeadTensor& in, char* out, std::int64_t s0, std::int64_t s1,
+                 std::int64_t s2) {
+    DecodePart part;
+    part.src = in.data;
+    part.dst = out;
+    part.src_token = in.token_stride;
+    part.src_head = in.head_stride;
+    part.dst_stride[0] = s0;
+    part.dst_stride[1] = s1;
+    part.dst_stride[2] = s2;
+    return part;
+  };
+  auto q_rows = [&](const HeadTensor& in, const HeadTensor& out) {
+    return rows(in, out.data, out.token_stride, 0, out.head_stride);
+  };
+  auto cache_rows = [&](const HeadTensor& in, const CacheTensor& c) {
+    return rows(in, c.data, c.stride[0], c.stride[1], c.stride[2]);
+  };
+  d.part[kRotQ] = q_rows(p.q_rope, p.q_rope_out);
+  d.part[kRotK] = cache_rows(p.k_rope, p.k_cache_rope);
+  d.part[kNopeQ] = q_rows(p.q_nope, p.q_nope_out);
+  d.part[kNopeK] = cache_rows(p.k_nope, p.k_cache_nope);
+  d.part[kValue] = cache_rows(p.v, p.v_cache);
+  return d;
 }
 
 // The generic kernel for p's dtypes: the output dtype fixed when the query
@@ -233,6 +302,15 @@ unsigned grid_for(std::uint64_t work, unsigned block, int sms, unsigned per_sm) 
   return unsigned(want < cap ? (want > 0 ? want : 1) : cap);
 }
 
+// The decode path's blocks: a token's units in `chunks` blocks of `block`
+// threads (whole warps of 32, at most kVecBlock threads).
+void decode_blocks(std::uint32_t units, unsigned* block, unsigned* chunks) {
+  const unsigned c = (units + kVecBlock - 1) / kVecBlock;
+  const unsigned per = (units + c - 1) / c;
+  *block = (per + 31) / 32 * 32;
+  *chunks = c;
+}
+
 // [[maybe_unused]]: HIP's device passes see these but not their one user.
 [[maybe_unused]] bool gpu_available() noexcept {
   int n = 0;
@@ -242,42 +320,10 @@ unsigned grid_for(std::uint64_t work, unsigned block, int sms, unsigned per_sm) 
 }
 
 [[maybe_unused]] Result gpu_launch(const LaunchParams& p) noexcept {
-  int dev = 0;
-  if (current_device(&dev) != kSuccess) {
-    (void)last_error();
-    return make_result(Status::kErrorNoDevice, "%s backend: no current device", kVendorName);
-  }
-  const int sms = sm_count(dev);
-  Stream stream = static_cast<Stream>(p.stream);
-  Error err;
-  if (vector_eligible(p)) {
-    const VecGeometry g = geometry(p, sms);
-    const unsigned block = g.team * g.teams;
-    // At most one wave of resident blocks: teams then loop over tokens (and
-    // prefetch the next token's indices). Large launches take the staged
-    // kernel where the vendor has asynchronous copies (and it fits).
-    VecKernel kernel = nullptr;
-    std::size_t smem = 0;
-    unsigned per_sm = 0;
-    if constexpr (kAsyncCopy) {
-      if (g.staged) {
-        kernel = pick_vec<true>(p);
-        smem = staged_shared_bytes(block);
-        per_sm = unsigned(resident_per_sm(kernel, block, smem, dev));
-      }
-    }
-    if (per_sm == 0) {
-      kernel = pick_vec<false>(p);
-      smem = 0;
-      per_sm = unsigned(resident_per_sm(kernel, block, 0, dev));
-      if (per_sm == 0) per_sm = 1;
-    }
-    const unsigned grid = grid_for((std::uint64_t(p.nnz) + g.teams - 1) / g.teams, 1, sms, per_sm);
-    err = launch(kernel, grid, block, smem, stream, p.pdl, p, g);
-  } else {
-    const unsigned grid = grid_for(std::uint64_t(p.nnz) * kGenericBlock, kGenericBlock, sms, 8);
-    err = launch(pick_generic(p), grid, kGenericBlock, 0, stream, p.pdl, p);
-  }
+  PreparedLaunch l;
+  Result r = prepare_launch(p, &l);
+  if (!r.ok()) return r;
+  Error err = launch_prepared(l);
   if (err == kSuccess) err = last_error();
   if (err != kSuccess)
     return make_result(Status::kErrorLaunchFailed, "%s backend: kernel launch failed: %s",
@@ -286,6 +332,107 @@ unsigned grid_for(std::uint64_t work, unsigned block, int sms, unsigned per_sm) 
 }
 
 }  // namespace
+
+const char* to_string(Path path) noexcept {
+  switch (path) {
+    case Path::kDecode: return "decode";
+    case Path::kVector: return "vector";
+    case Path::kStaged: return "staged";
+    case Path::kGeneric: return "generic";
+  }
+  return "unknown";
+}
+
+void set_tuning(const Tuning& t) noexcept {
+  g_tune_decode.store(t.decode, std::memory_order_relaxed);
+  g_tune_trigger.store(t.pdl_trigger, std::memory_order_relaxed);
+}
+Tuning tuning() noexcept {
+  Tuning t;
+  t.decode = g_tune_decode.load(std::memory_order_relaxed);
+  t.pdl_trigger = g_tune_trigger.load(std::memory_order_relaxed);
+  return t;
+}
+
+Result prepare_launch(const LaunchParams& p, PreparedLaunch* out) noexcept {
+  int dev = 0;
+  if (current_device(&dev) != kSuccess) {
+    (void)last_error();
+    return make_result(Status::kErrorNoDevice, "%s backend: no current device", kVendorName);
+  }
+  const int sms = sm_count(dev);
+  const Tuning tune = tuning();
+  PreparedLaunch& l = *out;
+  l.stream = static_cast<Stream>(p.stream);
+  l.pdl = p.pdl;
+  l.params = p;
+  l.smem = 0;
+  if (!vector_eligible(p)) {
+    l.path = Path::kGeneric;
+    l.kernel = reinterpret_cast<const void*>(pick_generic(p));
+    l.grid = dim3(grid_for(std::uint64_t(p.nnz) * kGenericBlock, kGenericBlock, sms, 8));
+    l.block = dim3(kGenericBlock);
+    return Result{};
+  }
+  VecGeometry g = geometry(p, sms);
+  // Decode: the whole one-unit-per-thread grid resident at once.
+  if (tune.decode >= 0 && p.nnz <= 65535) {
+    unsigned block = 0, chunks = 0;
+    decode_blocks(g.units, &block, &chunks);
+    const void* kernel = pick_vec<VecFamily::kDecode>(p);
+    const std::uint64_t blocks = std::uint64_t(chunks) * std::uint64_t(p.nnz);
+    const int per_sm = resident_per_sm(kernel, block, 0, dev);
+    if (per_sm > 0 && (tune.decode > 0 || blocks <= std::uint64_t(per_sm) * std::uint64_t(sms))) {
+      l.path = Path::kDecode;
+      l.kernel = kernel;
+      l.grid = dim3(chunks, unsigned(p.nnz));
+      l.block = dim3(block);
+      l.geometry = g;
+      l.decode = decode_params(p, g);
+      return Result{};
+    }
+  }
+  // Vector kernels: at most one wave of resident blocks, teams loop over
+  // tokens (and prefetch the next token's indices). Large launches take the
+  // staged kernel where the vendor has asynchronous copies (and it fits).
+  // Under PDL their blocks let the next kernel launch when they exit.
+  g.early_trigger = tune.pdl_trigger > 0 ? 1u : 0u;
+  const unsigned block = g.team * g.teams;
+  unsigned per_sm = 0;
+  if constexpr (kAsyncCopy) {
+    if (g.staged) {
+      l.path = Path::kStaged;
+      l.kernel = pick_vec<VecFamily::kStaged>(p);
+      l.smem = staged_shared_bytes(block);
+      per_sm = unsigned(resident_per_sm(l.kernel, block, l.smem, dev));
+    }
+  }
+  if (per_sm == 0) {
+    l.path = Path::kVector;
+    l.kernel = pick_vec<VecFamily::kDirect>(p);
+    l.smem = 0;
+    per_sm = unsigned(resident_per_sm(l.kernel, block, 0, dev));
+    if (per_sm == 0) per_sm = 1;
+  }
+  l.grid = dim3(grid_for((std::uint64_t(p.nnz) + g.teams - 1) / g.teams, 1, sms, per_sm));
+  l.block = dim3(block);
+  l.geometry = g;
+  return Result{};
+}
+
+Error launch_prepared(const PreparedLaunch& l) noexcept {
+  void* args[2] = {nullptr, nullptr};
+  switch (l.path) {
+    case Path::kDecode: args[0] = const_cast<DecodeParams*>(&l.decode); break;
+    case Path::kGeneric: args[0] = const_cast<LaunchParams*>(&l.params); break;
+    default:
+      args[0] = const_cast<LaunchParams*>(&l.params);
+      args[1] = const_cast<VecGeometry*>(&l.geometry);
+      break;
+  }
+  return launch(l.kernel, l.grid, l.block, l.smem, l.stream, l.pdl, args);
+}
+
 }  // namespace gpu
 
 #if defined(ROPEKV_GPU_HIP)

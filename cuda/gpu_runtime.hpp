@@ -35,26 +35,24 @@ inline Error multiprocessor_count(int dev, int* n) {
 }
 // Blocks of `block` threads of `kernel`, each with `smem` bytes of dynamic
 // shared memory, that fit on one multiprocessor at once.
-template <class Kernel>
-Error resident_blocks(Kernel kernel, int block, std::size_t smem, int* n) {
+inline Error resident_blocks(const void* kernel, int block, std::size_t smem, int* n) {
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, kernel, block, smem);
 }
 // Lets `kernel` use `bytes` of dynamic shared memory (above the default 48 KB).
-template <class Kernel>
-Error allow_shared(Kernel kernel, std::size_t bytes) {
+inline Error allow_shared(const void* kernel, std::size_t bytes) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
 }
 inline Error last_error() { return cudaGetLastError(); }
 inline const char* error_string(Error e) { return cudaGetErrorString(e); }
 
-// Launches `kernel<<<grid, block, smem, stream>>>(args...)`, with
-// programmatic dependent launch (sm_90+) when `pdl` is set.
-template <class... KArgs, class... Args>
-Error launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, std::size_t smem,
-             Stream stream, bool pdl, Args&&... args) {
+// Launches `kernel` on `grid` x `block` with `smem` bytes of dynamic shared
+// memory on `stream`, with programmatic dependent launch (sm_90+) when `pdl`
+// is set. `args` points at each kernel argument in turn.
+inline Error launch(const void* kernel, dim3 grid, dim3 block, std::size_t smem, Stream stream,
+                    bool pdl, void** args) {
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(block);
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
@@ -62,7 +60,7 @@ Error launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, std::size_
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
+  return cudaLaunchKernelExC(&cfg, kernel, args);
 }
 
 #if defined(__CUDACC__)

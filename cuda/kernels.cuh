@@ -1,5 +1,9 @@
 // The fused device kernels, one source for CUDA and HIP.
 //
+// decode path (fused_decode_kernel): launches that fit on the device at once
+//   with one 16-element unit (see VecUnit) per thread: a block takes a chunk
+//   of one token's units, each thread one unit, and its chain of dependent
+//   loads is as short as the format allows (see the kernel).
 // vector path (fused_vec_kernel): the hand-tuned path for aligned shapes
 //   (R, N, Dv multiples of 16; 16-byte aligned input rows; 8-byte aligned FP8
 //   output rows; fp32 or input-dtype cos/sin). A token's work is cut into
@@ -19,8 +23,11 @@
 //   groups of kGroup threads take whole head rows, lanes stride over pairs /
 //   elements.
 //
-// Both read a token's slot (or batch index) first and nothing else of a
-// padding token; every element goes through the shared element math.
+// The vector and generic kernels read a token's slot (or batch index) first
+// and nothing else of a padding token; the decode kernel may also read a
+// padding token's q, k and v input rows (they lie inside the caller's views),
+// never its cos/sin row or the cache. Every element goes through the shared
+// element math.
 #pragma once
 
 #include <cstddef>
@@ -72,7 +79,10 @@ struct VecGeometry {
   std::uint32_t units;       // k_nope_end + Hk * Dv/16
   std::uint32_t team;        // threads per token (a multiple of S_r)
   std::uint32_t teams;       // teams per block (block = team * teams threads)
-  bool staged;               // host only: the launcher picks the staged kernel
+  // With PDL: blocks let the next kernel launch when they start (1) or when
+  // they exit (0). See the launcher.
+  std::uint32_t early_trigger;
+  bool staged;  // host only: the launcher picks the staged kernel
 };
 
 // Element e (0..7) of eight packed 16-bit values.
@@ -146,8 +156,9 @@ __device__ __forceinline__ uint2 encode8(const float (&v)[8], ScaleDivisor scale
 // Compile-time unit counts of a specialisation (kR > 0), or the launch's own.
 template <int kR, int kN, int kDv>
 struct ShapeOf {
-  __device__ __forceinline__ static std::int64_t rotary(const LaunchParams& p) {
-    return kR > 0 ? kR : p.rotary_dim;
+  // Half the rotary dim (R/2).
+  __device__ __forceinline__ static std::uint32_t rot_half(const VecGeometry& g) {
+    return kR > 0 ? std::uint32_t(kR / 2) : 8 * g.rot_sub;
   }
   __device__ __forceinline__ static std::uint32_t rot_sub(const VecGeometry& g) {
     return kR > 0 ? std::uint32_t(kR / kItem) : g.rot_sub;
@@ -187,62 +198,99 @@ struct VecUnit {
   uint4 a, b;
 };
 enum : std::uint32_t { kRotQ, kRotK, kNopeQ, kNopeK, kValue };
+constexpr int kParts = 5;
 
-// Half the length of a unit's row part, in elements.
+// Which row part, head and unit within the row part unit u of a token is.
+struct UnitRef {
+  std::uint32_t part, head, sub;
+};
+template <int kR, int kN, int kDv>
+__device__ __forceinline__ UnitRef unit_ref(const VecGeometry& g, std::uint32_t num_q_heads,
+                                            std::uint32_t u) {
+  using S = ShapeOf<kR, kN, kDv>;
+  UnitRef r;
+  std::uint32_t per_row, first;
+  if (u < g.rot_units) {
+    per_row = S::rot_sub(g);
+    first = 0;
+    r.part = kRotQ;
+  } else if (u < g.q_nope_end) {
+    per_row = S::nope_sub(g);
+    first = g.rot_units;
+    r.part = kNopeQ;
+  } else if (u < g.k_nope_end) {
+    per_row = S::nope_sub(g);
+    first = g.q_nope_end;
+    r.part = kNopeK;
+  } else {
+    per_row = S::v_sub(g);
+    first = g.k_nope_end;
+    r.part = kValue;
+  }
+  const std::uint32_t row = (u - first) / per_row;
+  r.sub = u - first - row * per_row;
+  r.head = row;
+  if (r.part == kRotQ && row >= num_q_heads) {  // rotary rows: Hq query heads, then Hk key heads
+    r.part = kRotK;
+    r.head = row - num_q_heads;
+  }
+  return r;
+}
+
+// Half the length of a row part, in elements.
 template <int kR, int kN, int kDv>
 __device__ __forceinline__ std::uint32_t part_half(const VecGeometry& g, std::uint32_t part) {
   using S = ShapeOf<kR, kN, kDv>;
   return 8 * (part <= kRotK ? S::rot_sub(g) : (part <= kNopeK ? S::nope_sub(g) : S::v_sub(g)));
 }
+// True for the parts written to the caches (addressed by page and entry).
+__device__ __forceinline__ bool cache_part(std::uint32_t part) {
+  return part == kRotK || part == kNopeK || part == kValue;
+}
+
+// The input view of a part. Selected by value: taking the address of a
+// member of the kernel's parameter struct would make some compilers copy the
+// whole struct to the stack.
+__device__ __forceinline__ HeadTensor input_of(const LaunchParams& p, std::uint32_t part) {
+  HeadTensor s = p.v;
+  if (part == kRotQ) s = p.q_rope;
+  if (part == kRotK) s = p.k_rope;
+  if (part == kNopeQ) s = p.q_nope;
+  if (part == kNopeK) s = p.k_nope;
+  return s;
+}
+
+// The 16-byte vectors of a head's input row part (the unit's two input
+// vectors are at sub and part_half / 8 + sub).
+__device__ __forceinline__ const uint4* row_vectors(const char* data, std::int64_t token_stride,
+                                                    std::int64_t head_stride, std::int64_t t,
+                                                    std::uint32_t head) {
+  return reinterpret_cast<const uint4*>(data + (t * token_stride + std::int64_t(head) * head_stride) *
+                                                   2);
+}
 
 // Resolves unit u of planned token t: fills its destination, unit and part
-// and returns the 16-byte vectors of its input row part (the unit's two
-// input vectors are at sub and part_half / 8 + sub).
+// and returns the 16-byte vectors of its input row part.
 template <int kR, int kN, int kDv>
 __device__ __forceinline__ const uint4* vec_resolve(const LaunchParams& p, const VecGeometry& g,
                                                     std::int64_t t, std::uint32_t u,
                                                     const TokenPlan& plan, VecUnit& it) {
-  using S = ShapeOf<kR, kN, kDv>;
-  const HeadTensor* src;
-  std::uint32_t h;
-  if (u < g.rot_units) {
-    const std::uint32_t row = u / S::rot_sub(g);
-    it.sub = u - row * S::rot_sub(g);
-    if (row < std::uint32_t(p.num_q_heads)) {
-      h = row;
-      it.part = kRotQ;
-      src = &p.q_rope;
-      it.dst = p.q_rope_out.data + t * p.q_rope_out.token_stride + h * p.q_rope_out.head_stride;
-    } else {
-      h = row - std::uint32_t(p.num_q_heads);
-      it.part = kRotK;
-      src = &p.k_rope;
-      it.dst = p.k_cache_rope.data + cache_offset(plan.page, plan.entry, h, p.k_cache_rope.stride);
-    }
-  } else if (u < g.q_nope_end) {
-    const std::uint32_t cu = u - g.rot_units;
-    h = cu / S::nope_sub(g);
-    it.sub = cu - h * S::nope_sub(g);
-    it.part = kNopeQ;
-    src = &p.q_nope;
+  const UnitRef r = unit_ref<kR, kN, kDv>(g, std::uint32_t(p.num_q_heads), u);
+  it.sub = r.sub;
+  it.part = r.part;
+  const std::int64_t h = r.head;
+  if (r.part == kRotQ)
+    it.dst = p.q_rope_out.data + t * p.q_rope_out.token_stride + h * p.q_rope_out.head_stride;
+  else if (r.part == kNopeQ)
     it.dst = p.q_nope_out.data + t * p.q_nope_out.token_stride + h * p.q_nope_out.head_stride;
-  } else if (u < g.k_nope_end) {
-    const std::uint32_t cu = u - g.q_nope_end;
-    h = cu / S::nope_sub(g);
-    it.sub = cu - h * S::nope_sub(g);
-    it.part = kNopeK;
-    src = &p.k_nope;
+  else if (r.part == kRotK)
+    it.dst = p.k_cache_rope.data + cache_offset(plan.page, plan.entry, h, p.k_cache_rope.stride);
+  else if (r.part == kNopeK)
     it.dst = p.k_cache_nope.data + cache_offset(plan.page, plan.entry, h, p.k_cache_nope.stride);
-  } else {
-    const std::uint32_t cu = u - g.k_nope_end;
-    h = cu / S::v_sub(g);
-    it.sub = cu - h * S::v_sub(g);
-    it.part = kValue;
-    src = &p.v;
+  else
     it.dst = p.v_cache.data + cache_offset(plan.page, plan.entry, h, p.v_cache.stride);
-  }
-  return reinterpret_cast<const uint4*>(
-      src->data + (t * src->token_stride + std::int64_t(h) * src->head_stride) * 2);
+  const HeadTensor src = input_of(p, r.part);
+  return row_vectors(src.data, src.token_stride, src.head_stride, t, r.head);
 }
 
 // Resolves unit u of planned token t and issues its two input loads.
@@ -255,14 +303,15 @@ __device__ __forceinline__ void vec_issue(const LaunchParams& p, const VecGeomet
   it.b = load_readonly(x + part_half<kR, kN, kDv>(g, it.part) / 8 + it.sub);
 }
 
-// The lane's cos and sin values for rotary unit `sub` (see VecUnit): NeoX
-// pairs 8 sub + e; interleaved pairs 4 sub + e (e < 4) and R/4 + 4 sub + e.
-template <DType Cos, int kR, int kN, int kDv>
-__device__ __forceinline__ void load_unit_cos(const LaunchParams& p, const char* cs,
-                                              std::uint32_t sub, float (&cv)[8], float (&sv)[8]) {
-  using S = ShapeOf<kR, kN, kDv>;
-  const std::int64_t half = S::rotary(p) / 2;
-  if (p.style == RopeStyle::kNeox) {
+// The lane's cos and sin values for rotary unit `sub` (see VecUnit) of a
+// cos/sin row `cs` with rot_half = R/2: NeoX pairs 8 sub + e; interleaved
+// pairs 4 sub + e (e < 4) and R/4 + 4 sub + e.
+template <DType Cos>
+__device__ __forceinline__ void load_unit_cos(RopeStyle style, std::uint32_t rot_half,
+                                              const char* cs, std::uint32_t sub, float (&cv)[8],
+                                              float (&sv)[8]) {
+  const std::int64_t half = rot_half;
+  if (style == RopeStyle::kNeox) {
     load_cos8<Cos>(cs, 8 * std::int64_t(sub), cv);
     load_cos8<Cos>(cs, half + 8 * std::int64_t(sub), sv);
   } else {
@@ -275,17 +324,19 @@ __device__ __forceinline__ void load_unit_cos(const LaunchParams& p, const char*
 }
 
 // Rotates (rotary units, with the lane's cos/sin), quantizes and stores one
-// issued unit.
-template <DType In, DType Out, int kR, int kN, int kDv>
-__device__ __forceinline__ void vec_finish(const LaunchParams& p, const VecGeometry& g,
-                                           const Divisors& d, const VecUnit& it,
-                                           const float (&cv)[8], const float (&sv)[8]) {
+// unit with input vectors a, b into the output row part `dst` of half
+// length `half`.
+template <DType In, DType Out>
+__device__ __forceinline__ void finish_unit(RopeStyle style, bool rotary, std::uint32_t half,
+                                            ScaleDivisor scale, const uint4& va, const uint4& vb,
+                                            char* dst, std::uint32_t sub, const float (&cv)[8],
+                                            const float (&sv)[8]) {
   float a[8], b[8];
-  decode8<In>(it.a, a);
-  decode8<In>(it.b, b);
-  if (it.part <= kRotK) {
+  decode8<In>(va, a);
+  decode8<In>(vb, b);
+  if (rotary) {
     float ya[8], yb[8];
-    if (p.style == RopeStyle::kNeox) {
+    if (style == RopeStyle::kNeox) {
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         const RotatedPair r = rotate_pair(a[e], b[e], cv[e], sv[e]);
@@ -309,11 +360,22 @@ __device__ __forceinline__ void vec_finish(const LaunchParams& p, const VecGeome
       b[e] = yb[e];
     }
   }
-  const ScaleDivisor scale =
-      it.part == kValue ? d.v : ((it.part == kRotQ || it.part == kNopeQ) ? d.q : d.k);
-  const std::uint32_t half = part_half<kR, kN, kDv>(g, it.part);
-  store_streaming(reinterpret_cast<uint2*>(it.dst) + it.sub, encode8<Out>(a, scale));
-  store_streaming(reinterpret_cast<uint2*>(it.dst + half) + it.sub, encode8<Out>(b, scale));
+  store_streaming(reinterpret_cast<uint2*>(dst) + sub, encode8<Out>(a, scale));
+  store_streaming(reinterpret_cast<uint2*>(dst + half) + sub, encode8<Out>(b, scale));
+}
+
+// The divisor of a part's output.
+__device__ __forceinline__ ScaleDivisor divisor_of(const Divisors& d, std::uint32_t part) {
+  return part == kValue ? d.v : ((part == kRotQ || part == kNopeQ) ? d.q : d.k);
+}
+
+// finish_unit for an issued unit of the vector kernels.
+template <DType In, DType Out, int kR, int kN, int kDv>
+__device__ __forceinline__ void vec_finish(const LaunchParams& p, const VecGeometry& g,
+                                           const Divisors& d, const VecUnit& it,
+                                           const float (&cv)[8], const float (&sv)[8]) {
+  finish_unit<In, Out>(p.style, it.part <= kRotK, part_half<kR, kN, kDv>(g, it.part),
+                       divisor_of(d, it.part), it.a, it.b, it.dst, it.sub, cv, sv);
 }
 
 // Teams of g.team threads, one token per team at a time (grid-stride over
@@ -327,7 +389,7 @@ __global__ void __launch_bounds__(kVecBlock, kVecMinBlocks)
     fused_vec_kernel(const LaunchParams p, const VecGeometry g) {
   using S = ShapeOf<kR, kN, kDv>;
   dependency_wait();
-  dependents_launch();
+  if (g.early_trigger) dependents_launch();
   const std::uint32_t lane = threadIdx.x % g.team;
   const std::int64_t team_stride = std::int64_t(gridDim.x) * g.teams;
   std::int64_t t = std::int64_t(blockIdx.x) * g.teams + threadIdx.x / g.team;
@@ -344,8 +406,8 @@ __global__ void __launch_bounds__(kVecBlock, kVecMinBlocks)
     if (plan.write) {
       float cv[8], sv[8];
       if (lane < g.rot_units)
-        load_unit_cos<Cos, kR, kN, kDv>(p, p.cos_sin + plan.pos * p.cos_row_stride * p.cos_size,
-                                        rot_sub, cv, sv);
+        load_unit_cos<Cos>(p.style, S::rot_half(g),
+                           p.cos_sin + plan.pos * p.cos_row_stride * p.cos_size, rot_sub, cv, sv);
       for (std::uint32_t u = lane; u < g.units; u += 2 * g.team) {
         const std::uint32_t u2 = u + g.team;
         VecUnit x0, x1;
@@ -407,7 +469,7 @@ __global__ void __launch_bounds__(kVecBlock, kStagedMinBlocks)
   using S = ShapeOf<kR, kN, kDv>;
   extern __shared__ uint4 ring[];
   dependency_wait();
-  dependents_launch();
+  if (g.early_trigger) dependents_launch();
   const std::uint32_t lane = threadIdx.x % g.team;
   const std::int64_t team_stride = std::int64_t(gridDim.x) * g.teams;
   std::int64_t t = std::int64_t(blockIdx.x) * g.teams + threadIdx.x / g.team;
@@ -475,7 +537,7 @@ __global__ void __launch_bounds__(kVecBlock, kStagedMinBlocks)
     x.b = w[B];
     const char* cs = join_ptr(m1.x, m1.y);
     if (x.part <= kRotK && cs != cos_row) {
-      load_unit_cos<Cos, kR, kN, kDv>(p, cs, rot_sub, cv, sv);
+      load_unit_cos<Cos>(p.style, S::rot_half(g), cs, rot_sub, cv, sv);
       cos_row = cs;
     }
     vec_finish<In, Out, kR, kN, kDv>(p, g, d, x, cv, sv);
@@ -503,6 +565,116 @@ __global__ void __launch_bounds__(kVecBlock, kStagedMinBlocks)
     async_wait<kStages - 1>();
     finish(done++ % kStages);
   }
+}
+
+// ---------------------------------------------------------------- decode path
+// For launches whose one-unit-per-thread grid fits on the device at once
+// (decode batches). Block (x, y) takes a chunk of token y's units, each
+// thread one unit, so each warp's chain is one unit long. A thread's loads
+// go out in three steps, each as soon as what it depends on has arrived:
+//   1. its token's index entries, its unit's two input vectors and, for a
+//      device scale, its part's scale (SPEC: a padding token's q, k and v
+//      rows may be read);
+//   2. once the index entries say the token is not padding: the unit's
+//      cos/sin values (position) and the page-table look-ups (batch index);
+//   3. rotation, quantization and the two stores.
+// Without early_indices the kernel waits for the previous grid (PDL) before
+// step 1; with it, steps 1 (indices only) and 2 happen before the wait and
+// only the input loads and the stores after it.
+
+// One row part as the decode kernel sees it: its input rows and where its
+// output rows are, with query outputs addressed as (token, 0, head) and
+// caches as (page, entry, head) through the one cache_offset formula.
+struct DecodePart {
+  const char* src;                   // input rows (2-byte elements)
+  char* dst;                         // output rows (1-byte elements)
+  std::int64_t src_token, src_head;  // input strides, elements
+  std::int64_t dst_stride[3];        // output strides, elements
+};
+// The scale of a part: 0 q, 1 k, 2 v (DecodeParams::div, scale_ptr).
+__device__ __forceinline__ std::uint32_t scale_index(std::uint32_t part) {
+  return part == kValue ? 2u : ((part == kRotQ || part == kNopeQ) ? 0u : 1u);
+}
+
+// The decode kernel's parameters: what it reads, grouped by when. The
+// index-resolution members carry LaunchParams' names (load_token_indices,
+// finish_plan).
+struct DecodeParams {
+  const void* slot_mapping = nullptr;
+  const void* batch_indices = nullptr;
+  const void* kv_positions = nullptr;
+  const void* positions = nullptr;
+  const void* kv_indptr = nullptr;
+  const void* kv_indices = nullptr;
+  Addressing addressing = Addressing::kSlotMapping;
+  int page_shift = -1;
+  std::int64_t page_size = 0;
+  bool slot_i64 = false, batch_i64 = false, kv_positions_i64 = false, positions_i64 = false;
+  bool kv_indptr_i64 = false, kv_indices_i64 = false;
+  bool checked = false;
+  bool early_indices = false;
+  std::int64_t batch_size = 0, num_kv_indices = 0, num_pages = 0, max_pos = 0;
+  unsigned long long* skipped_tokens = nullptr;
+
+  const char* cos_sin = nullptr;
+  std::int64_t cos_row_bytes = 0;
+  RopeStyle style = RopeStyle::kNeox;
+  std::uint32_t num_q_heads = 0;
+  ScaleDivisor div[3] = {};           // host scales, made on the host
+  const float* scale_ptr[3] = {};     // device scales (null: use div)
+  VecGeometry g = {};
+  DecodePart part[kParts] = {};
+};
+
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv>
+__global__ void __launch_bounds__(kVecBlock) fused_decode_kernel(const DecodeParams p) {
+  using S = ShapeOf<kR, kN, kDv>;
+  const std::uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
+  const std::int64_t t = blockIdx.y;
+  dependents_launch();
+  if (u >= p.g.units) return;
+  // Pure arithmetic and parameter reads, before any wait.
+  const UnitRef r = unit_ref<kR, kN, kDv>(p.g, p.num_q_heads, u);
+  const std::uint32_t which = scale_index(r.part);
+  const uint4* x = row_vectors(p.part[r.part].src, p.part[r.part].src_token,
+                               p.part[r.part].src_head, t, r.head);
+  const std::uint32_t half = part_half<kR, kN, kDv>(p.g, r.part);
+  const bool rotary = r.part <= kRotK;
+
+  if (!p.early_indices) dependency_wait();
+  const TokenIndices ix = load_token_indices(p, t);
+  uint4 va = {}, vb = {};
+  if (!p.early_indices) {
+    va = load_readonly(x + r.sub);
+    vb = load_readonly(x + half / 8 + r.sub);
+  }
+  ScaleDivisor div = p.div[which];
+  const float* scale_ptr = p.scale_ptr[which];
+  const float dev_scale = scale_ptr != nullptr ? *scale_ptr : 0.f;
+  if (ix.key < 0) return;  // padding: no cos/sin row, no cache, no write
+  float cv[8], sv[8];
+  // Checked mode: the position is in range before its cos/sin row is read.
+  const bool pos_ok = !p.checked || (ix.pos >= 0 && ix.pos < p.max_pos);
+  if (rotary && pos_ok)
+    load_unit_cos<Cos>(p.style, S::rot_half(p.g), p.cos_sin + ix.pos * p.cos_row_bytes, r.sub, cv,
+                       sv);
+  if (scale_ptr != nullptr) div = make_divisor(dev_scale);  // while the cos/sin loads fly
+  const TokenPlan plan = finish_plan(p, ix);
+  if (!plan.write) {
+    if (plan.bad && u == 0 && p.skipped_tokens != nullptr) atomicAdd(p.skipped_tokens, 1ull);
+    return;
+  }
+  if (p.early_indices) {
+    dependency_wait();
+    va = load_readonly(x + r.sub);
+    vb = load_readonly(x + half / 8 + r.sub);
+  }
+  const bool cache = cache_part(r.part);
+  const std::int64_t dst_stride[3] = {p.part[r.part].dst_stride[0], p.part[r.part].dst_stride[1],
+                                      p.part[r.part].dst_stride[2]};
+  char* dst = p.part[r.part].dst +
+              cache_offset(cache ? plan.page : t, cache ? plan.entry : 0, r.head, dst_stride);
+  finish_unit<In, Out>(p.style, rotary, half, div, va, vb, dst, r.sub, cv, sv);
 }
 
 // ---------------------------------------------------------------- generic path

@@ -31,23 +31,19 @@ inline Error current_device(int* dev) { return hipGetDevice(dev); }
 inline Error multiprocessor_count(int dev, int* n) {
   return hipDeviceGetAttribute(n, hipDeviceAttributeMultiprocessorCount, dev);
 }
-template <class Kernel>
-Error resident_blocks(Kernel kernel, int block, std::size_t smem, int* n) {
+inline Error resident_blocks(const void* kernel, int block, std::size_t smem, int* n) {
   return hipOccupancyMaxActiveBlocksPerMultiprocessor(n, kernel, block, smem);
 }
-template <class Kernel>
-Error allow_shared(Kernel kernel, std::size_t bytes) {
-  return hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                             hipFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+inline Error allow_shared(const void* kernel, std::size_t bytes) {
+  return hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
 }
 inline Error last_error() { return hipGetLastError(); }
 inline const char* error_string(Error e) { return hipGetErrorString(e); }
 
-template <class... KArgs, class... Args>
-Error launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, std::size_t smem,
-             Stream stream, bool /*pdl*/, Args&&... args) {
-  hipLaunchKernelGGL(kernel, dim3(grid), dim3(block), smem, stream, static_cast<KArgs>(args)...);
-  return hipGetLastError();
+inline Error launch(const void* kernel, dim3 grid, dim3 block, std::size_t smem, Stream stream,
+                    bool /*pdl*/, void** args) {
+  const Error e = hipLaunchKernel(kernel, grid, block, args, smem, stream);
+  return e != hipSuccess ? e : hipGetLastError();
 }
 
 __device__ __forceinline__ void dependency_wait() {}

@@ -10,27 +10,38 @@
 
 namespace ropekv_perf {
 
-enum class GpuVariant {
-  kFused,     // ropekv::run(args, Backend::kCuda)
-  kFusedPdl,  // the same with programmatic dependent launch
-  kUnfused,   // unfused_cuda: RoPE, quantize, reshape_and_cache kernels
-  // kFused / kUnfused with every call on the same buffer set: inputs, outputs
-  // and their pages stay in the L2 and the TLBs, as when q, k and v come
-  // straight from the previous kernel of a serving stream.
-  kFusedHot,
-  kUnfusedHot,
+// What one GPU benchmark row times.
+enum class GpuKind {
+  kFused,    // ropekv::run(args, Backend::kCuda)
+  kUnfused,  // unfused_cuda: RoPE, quantize, reshape_and_cache kernels
+  // The floor of the op's chain of dependent loads (perf/cuda_timing.cu): per
+  // token its index entries, then the cos/sin row (and for page tables the
+  // indptr and page entries), then one byte stored per output row.
+  kFloor,
   // cudaMemcpyAsync D2D of half the op's byte model (bytes read + written =
-  // the op's), rotated over buffers like kFused: what a plain copy of the
-  // same size achieves in the same graph method.
-  kCopySameSize,
+  // the op's): what a plain copy of the same size achieves in the same graph
+  // method.
+  kCopy,
+  // CPU time per call on the calling thread, no graph: ropekv::run(), and a
+  // bare launch of the kernel that run() launches (same grid, arguments).
+  kCpuRun,
+  kCpuBareLaunch,
 };
-// The unfused variants, and those on one buffer set.
-inline bool is_unfused(GpuVariant v) {
-  return v == GpuVariant::kUnfused || v == GpuVariant::kUnfusedHot;
-}
-inline bool is_hot(GpuVariant v) {
-  return v == GpuVariant::kFusedHot || v == GpuVariant::kUnfusedHot;
-}
+
+struct GpuCase {
+  GpuKind kind = GpuKind::kFused;
+  bool page_table = false;  // page-table addressing (else slot mapping)
+  // Every call on the same buffer set: inputs, outputs and their pages stay
+  // in the L2 and the TLBs, as when q, k and v come straight from the
+  // previous kernel of a serving stream. Otherwise calls rotate over enough
+  // buffer sets to leave the L2.
+  bool hot = false;
+  bool pdl = false;    // programmatic dependent launch
+  bool early = false;  // with pdl: indices_ready_before_previous_kernel
+};
+// The row's backend name: cuda[-unfused|-floor|-copy|-cpu-run|-cpu-launch]
+// [-hot][-pdl[-early]][-pt].
+std::string case_name(const GpuCase& c);
 
 struct GpuTiming {
   bool ok = false;
@@ -42,6 +53,7 @@ struct GpuTiming {
   int calls = 0;              // calls captured in the graph
   int replays = 0;            // timed replays
   std::string check;          // what was checked before timing
+  std::string path;           // kFused: the kernel path the launcher took
 };
 
 // True when a CUDA device can run the backend; `description` gets the device
@@ -52,9 +64,14 @@ bool cuda_present(std::string* description);
 double cuda_copy_gbps(std::string* error);
 // Builds (or reuses) the device buffers of (shape, nnz), captures a graph of
 // back-to-back calls rotating over enough buffer sets to leave L2 (or as many
-// as 1000 calls allow), replays it and returns the median time per call.
-GpuTiming cuda_time(const Shape& s, std::int64_t nnz, GpuVariant variant);
+// as 1000 calls allow; hot: one set), replays it and returns the median time
+// per call. kCpu*: the median CPU time per call over batches of calls.
+GpuTiming cuda_time(const Shape& s, std::int64_t nnz, const GpuCase& c);
 // Frees the cached device buffers.
 void cuda_release();
+// Applies measurement overrides of the launcher's rules from a string such
+// as "decode=-1,pdl_trigger=1" (see cuda/gpu_launch.hpp); returns false on a
+// malformed string.
+bool set_cuda_tuning(const std::string& spec);
 
 }  // namespace ropekv_perf

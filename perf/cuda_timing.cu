@@ -2,17 +2,21 @@
 // of back-to-back calls rotating over enough buffer sets to leave the L2,
 // replayed and timed with events (median per call). See cuda_perf.hpp.
 #include <cuda_runtime.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "cuda/gpu_launch.hpp"
 #include "cuda_perf.hpp"
+#include "detail/lower.hpp"
 #include "unfused.hpp"
 
 namespace ropekv_perf {
@@ -67,12 +71,12 @@ struct DeviceProblem {
   int sets = 0;
   double set_bytes = 0;  // byte-model bytes of one call
   DeviceBuffer pool, shared;
-  DeviceBuffer copy_src, copy_dst;  // kCopySameSize: `sets` slices of copy_bytes each
+  DeviceBuffer copy_src, copy_dst;  // kCopy: `sets` slices of copy_bytes each
   std::size_t copy_bytes = 0;
   std::vector<Buffers> bufs;
   std::vector<void*> q_rot, k_rot;
-  std::vector<ropekv::Arguments> args;
-  bool checked = false;  // the fused output was compared with the host backend
+  std::vector<ropekv::Arguments> args[2];  // [0] slot mapping, [1] page table
+  bool checked[2] = {false, false};        // fused output compared with the host backend
 
   ~DeviceProblem() { cudaDeviceSynchronize(); }
 };
@@ -86,7 +90,8 @@ bool build_problem(const Shape& s, std::int64_t nnz, DeviceProblem* dp, std::str
   dp->shape = &s;
   const std::uint64_t seed = std::hash<std::string>{}(dp->key);
   dp->batch = make_batch(s, nnz, seed);
-  dp->sizes = sizes_of(s, dp->batch);
+  const Batch& bt = dp->batch;
+  dp->sizes = sizes_of(s, bt);
   dp->set_bytes = model_bytes(s, nnz);
   dp->sets =
       int(std::min<double>(kMaxSets, std::max(1.0, std::ceil(kTargetWorkingSet / dp->set_bytes))));
@@ -100,16 +105,29 @@ bool build_problem(const Shape& s, std::int64_t nnz, DeviceProblem* dp, std::str
   const std::size_t per_set = in_b + q_b + k_b + v_b + qr_b + kr_b;
   PERF_CUDA_TRY(cudaMalloc(&dp->pool.ptr, per_set * std::size_t(dp->sets)));
   PERF_CUDA_TRY(cudaMemset(dp->pool.ptr, 0, per_set * std::size_t(dp->sets)));
-  const std::vector<float>& table = cos_sin_table(s.rotary, dp->batch.max_pos);
-  const std::size_t cs_b = align_up(table.size() * sizeof(float));
-  const std::size_t idx_b = align_up(std::size_t(nnz) * sizeof(std::int64_t));
-  PERF_CUDA_TRY(cudaMalloc(&dp->shared.ptr, cs_b + 2 * idx_b));
+  // Shared by every set: the cos/sin table and both forms of the indices.
+  const std::vector<float>& table = cos_sin_table(s.rotary, bt.max_pos);
+  struct Part {
+    const void* host;
+    std::size_t bytes;
+    std::size_t offset;
+  };
+  Part parts[] = {{table.data(), table.size() * sizeof(float), 0},
+                  {bt.positions.data(), bt.positions.size() * 8, 0},
+                  {bt.slots.data(), bt.slots.size() * 8, 0},
+                  {bt.batch_indices.data(), bt.batch_indices.size() * 4, 0},
+                  {bt.kv_positions.data(), bt.kv_positions.size() * 4, 0},
+                  {bt.kv_indptr.data(), bt.kv_indptr.size() * 4, 0},
+                  {bt.kv_indices.data(), bt.kv_indices.size() * 4, 0}};
+  std::size_t shared_bytes = 0;
+  for (Part& part : parts) {
+    part.offset = shared_bytes;
+    shared_bytes += align_up(part.bytes);
+  }
+  PERF_CUDA_TRY(cudaMalloc(&dp->shared.ptr, shared_bytes));
   char* sh = static_cast<char*>(dp->shared.ptr);
-  PERF_CUDA_TRY(cudaMemcpy(sh, table.data(), table.size() * sizeof(float), cudaMemcpyHostToDevice));
-  PERF_CUDA_TRY(cudaMemcpy(sh + cs_b, dp->batch.positions.data(), std::size_t(nnz) * 8,
-                           cudaMemcpyHostToDevice));
-  PERF_CUDA_TRY(cudaMemcpy(sh + cs_b + idx_b, dp->batch.slots.data(), std::size_t(nnz) * 8,
-                           cudaMemcpyHostToDevice));
+  for (const Part& part : parts)
+    PERF_CUDA_TRY(cudaMemcpy(sh + part.offset, part.host, part.bytes, cudaMemcpyHostToDevice));
   char* base = static_cast<char*>(dp->pool.ptr);
   for (int i = 0; i < dp->sets; ++i) {
     char* b = base + per_set * std::size_t(i);
@@ -118,13 +136,18 @@ bool build_problem(const Shape& s, std::int64_t nnz, DeviceProblem* dp, std::str
     buf.q_out = b + in_b;
     buf.k_cache = b + in_b + q_b;
     buf.v_cache = z.v_cache_bytes > 0 ? b + in_b + q_b + k_b : nullptr;
-    buf.cos_sin = sh;
-    buf.positions = sh + cs_b;
-    buf.slots = sh + cs_b + idx_b;
+    buf.cos_sin = sh + parts[0].offset;
+    buf.positions = sh + parts[1].offset;
+    buf.slots = sh + parts[2].offset;
+    buf.batch_indices = sh + parts[3].offset;
+    buf.kv_positions = sh + parts[4].offset;
+    buf.kv_indptr = sh + parts[5].offset;
+    buf.kv_indices = sh + parts[6].offset;
     dp->bufs.push_back(buf);
     dp->q_rot.push_back(b + in_b + q_b + k_b + v_b);
     dp->k_rot.push_back(b + in_b + q_b + k_b + v_b + qr_b);
-    dp->args.push_back(make_arguments(s, dp->batch, buf));
+    dp->args[0].push_back(make_arguments(s, bt, buf, false));
+    dp->args[1].push_back(make_arguments(s, bt, buf, true));
     fill_bf16_kernel<<<1024, 256>>>(static_cast<std::uint16_t*>(buf.in), z.in_elems,
                                     seed + std::uint64_t(i));
     PERF_CUDA_TRY(cudaGetLastError());
@@ -157,8 +180,104 @@ bool ensure_copy_buffers(DeviceProblem& dp, std::string* error) {
   return true;
 }
 
-ropekv::Result call(DeviceProblem& dp, int set, GpuVariant v, cudaStream_t stream) {
-  if (v == GpuVariant::kCopySameSize) {
+// ------------------------------------------------------------------ floor
+// The floor of the op's dependent-load chain: block t, thread r takes output
+// row r of token t (q heads, then k heads, then v heads) and does only what
+// no version of the op can skip: load the token's index entries, then (not
+// padding) its cos/sin value at the position and, for page tables,
+// kv_indptr[b] then the page entry, then store one byte of the row.
+struct FloorParams {
+  const std::int64_t* slots;
+  const std::int64_t* positions;
+  const std::int32_t* batch_indices;
+  const std::int32_t* kv_positions;
+  const std::int32_t* kv_indptr;
+  const std::int32_t* kv_indices;
+  const float* cos_sin;
+  std::uint8_t *q_out, *k_cache, *v_cache;
+  std::int64_t q_token, q_head;  // bytes
+  std::int64_t k_stride[3], v_stride[3];
+  int rotary, page_shift, hq, hk, v_rows;
+  bool page_table;
+};
+
+__global__ void floor_kernel(const FloorParams f) {
+  const int row = int(threadIdx.x);
+  const std::int64_t t = blockIdx.x;
+  if (row >= f.hq + f.hk + f.v_rows) return;
+  const std::int64_t key = f.page_table ? std::int64_t(f.batch_indices[t]) : f.slots[t];
+  const std::int64_t pos = f.page_table ? std::int64_t(f.kv_positions[t]) : f.positions[t];
+  if (key < 0) return;
+  const float c = __ldg(f.cos_sin + pos * f.rotary + row % f.rotary);
+  std::uint8_t* dst;
+  if (row < f.hq) {
+    dst = f.q_out + t * f.q_token + row * f.q_head;
+  } else {
+    const std::int64_t mask = (std::int64_t(1) << f.page_shift) - 1;
+    std::int64_t page, entry;
+    if (f.page_table) {
+      page = f.kv_indices[f.kv_indptr[key] + (pos >> f.page_shift)];
+      entry = pos & mask;
+    } else {
+      page = key >> f.page_shift;
+      entry = key & mask;
+    }
+    const bool k = row < f.hq + f.hk;
+    const int h = k ? row - f.hq : row - f.hq - f.hk;
+    dst = k ? f.k_cache + page * f.k_stride[0] + entry * f.k_stride[1] + h * f.k_stride[2]
+            : f.v_cache + page * f.v_stride[0] + entry * f.v_stride[1] + h * f.v_stride[2];
+  }
+  *dst = std::uint8_t(__float_as_uint(c));
+}
+
+ropekv::Result launch_floor(const ropekv::Arguments& a, const Shape& s, cudaStream_t stream) {
+  FloorParams f = {};
+  const ropekv::CacheIndex& ci = a.cache_index;
+  f.page_table = ci.form == ropekv::Addressing::kPageTable;
+  f.slots = static_cast<const std::int64_t*>(ci.slot_mapping.data);
+  f.positions = static_cast<const std::int64_t*>(a.positions.data);
+  f.batch_indices = static_cast<const std::int32_t*>(ci.batch_indices.data);
+  f.kv_positions = static_cast<const std::int32_t*>(ci.kv_positions.data);
+  f.kv_indptr = static_cast<const std::int32_t*>(ci.kv_indptr.data);
+  f.kv_indices = static_cast<const std::int32_t*>(ci.kv_indices.data);
+  f.cos_sin = static_cast<const float*>(a.cos_sin_cache.data);
+  f.q_out = static_cast<std::uint8_t*>(a.q_rope_out.data);
+  f.k_cache = static_cast<std::uint8_t*>(a.k_cache_rope.data);
+  f.v_cache = static_cast<std::uint8_t*>(a.v_cache.data);
+  f.q_token = a.q_rope_out.stride[0];
+  f.q_head = a.q_rope_out.stride[1];
+  for (int i = 0; i < 3; ++i) {
+    f.k_stride[i] = a.k_cache_rope.stride[i];
+    f.v_stride[i] = a.v_cache.present() ? a.v_cache.stride[i] : 0;
+  }
+  f.rotary = int(s.rotary);
+  f.page_shift = 0;
+  while ((std::int64_t(1) << f.page_shift) < s.page_size) ++f.page_shift;
+  f.hq = int(s.hq);
+  f.hk = int(s.hk);
+  f.v_rows = a.v_cache.present() ? int(s.hk) : 0;
+  const int rows = f.hq + f.hk + f.v_rows;
+  floor_kernel<<<unsigned(a.q_rope.extent[0]), unsigned((rows + 31) / 32 * 32), 0, stream>>>(f);
+  const cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) return ropekv::Result{};
+  ropekv::Result r;
+  r.status = ropekv::Status::kErrorLaunchFailed;
+  std::snprintf(r.message, sizeof r.message, "floor kernel: %s", cudaGetErrorString(e));
+  return r;
+}
+
+// ------------------------------------------------------------------ calls
+ropekv::Arguments case_arguments(const DeviceProblem& dp, int set, const GpuCase& c,
+                                 cudaStream_t stream) {
+  ropekv::Arguments a = dp.args[c.page_table ? 1 : 0][std::size_t(set)];
+  a.stream = stream;
+  a.programmatic_dependent_launch = c.pdl;
+  a.indices_ready_before_previous_kernel = c.early;
+  return a;
+}
+
+ropekv::Result call(DeviceProblem& dp, int set, const GpuCase& c, cudaStream_t stream) {
+  if (c.kind == GpuKind::kCopy) {
     const std::size_t off = dp.copy_bytes * std::size_t(set);
     const cudaError_t e = cudaMemcpyAsync(static_cast<char*>(dp.copy_dst.ptr) + off,
                                           static_cast<char*>(dp.copy_src.ptr) + off, dp.copy_bytes,
@@ -169,10 +288,10 @@ ropekv::Result call(DeviceProblem& dp, int set, GpuVariant v, cudaStream_t strea
     std::snprintf(r.message, sizeof r.message, "cudaMemcpyAsync: %s", cudaGetErrorString(e));
     return r;
   }
-  ropekv::Arguments a = dp.args[std::size_t(set)];
-  a.stream = stream;
-  a.programmatic_dependent_launch = v == GpuVariant::kFusedPdl;
-  if (is_unfused(v)) return unfused_cuda(a, dp.q_rot[std::size_t(set)], dp.k_rot[std::size_t(set)]);
+  const ropekv::Arguments a = case_arguments(dp, set, c, stream);
+  if (c.kind == GpuKind::kFloor) return launch_floor(a, *dp.shape, stream);
+  if (c.kind == GpuKind::kUnfused)
+    return unfused_cuda(a, dp.q_rot[std::size_t(set)], dp.k_rot[std::size_t(set)]);
   return ropekv::run(a, ropekv::Backend::kCuda);
 }
 
@@ -180,12 +299,23 @@ std::string message(const ropekv::Result& r) {
   return std::string(ropekv::to_string(r.status)) + ": " + r.message;
 }
 
+// The kernel path the launcher takes for a fused case.
+std::string launch_path(const DeviceProblem& dp, const GpuCase& c) {
+  namespace gpu = ropekv::detail::gpu;
+  ropekv::detail::LaunchParams p;
+  if (!ropekv::detail::lower(case_arguments(dp, 0, c, nullptr), &p).ok()) return "?";
+  gpu::PreparedLaunch l;
+  if (!gpu::prepare_launch(p, &l).ok()) return "?";
+  return gpu::to_string(l.path);
+}
+
 // Runs set 0 once on zeroed outputs and, when the host backend is compiled
 // and nnz is small, compares q_out and both caches byte for byte with the
-// host backend on the same input. The same-size copy only gets its buffers.
-bool check_output(DeviceProblem& dp, GpuVariant v, cudaStream_t stream, std::string* label,
+// host backend on the same input (once per addressing form). The copy only
+// gets its buffers.
+bool check_output(DeviceProblem& dp, const GpuCase& c, cudaStream_t stream, std::string* label,
                   std::string* error) {
-  if (v == GpuVariant::kCopySameSize) {
+  if (c.kind == GpuKind::kCopy) {
     *label = "plain copy";
     return ensure_copy_buffers(dp, error);
   }
@@ -195,7 +325,7 @@ bool check_output(DeviceProblem& dp, GpuVariant v, cudaStream_t stream, std::str
   PERF_CUDA_TRY(cudaMemsetAsync(b.k_cache, 0, std::size_t(z.k_cache_bytes), stream));
   if (b.v_cache != nullptr)
     PERF_CUDA_TRY(cudaMemsetAsync(b.v_cache, 0, std::size_t(z.v_cache_bytes), stream));
-  const ropekv::Result r = call(dp, 0, v, stream);
+  const ropekv::Result r = call(dp, 0, c, stream);
   if (!r.ok()) {
     *error = "first call failed: " + message(r);
     return false;
@@ -203,8 +333,9 @@ bool check_output(DeviceProblem& dp, GpuVariant v, cudaStream_t stream, std::str
   PERF_CUDA_TRY(cudaStreamSynchronize(stream));
   PERF_CUDA_TRY(cudaGetLastError());
   *label = "first call succeeded";
-  if (is_unfused(v)) return true;
-  if (dp.checked) {
+  if (c.kind != GpuKind::kFused && c.kind != GpuKind::kCpuRun) return true;
+  bool& checked = dp.checked[c.page_table ? 1 : 0];
+  if (checked) {
     *label = "bit-identical to host";
     return true;
   }
@@ -219,16 +350,21 @@ bool check_output(DeviceProblem& dp, GpuVariant v, cudaStream_t stream, std::str
     PERF_CUDA_TRY(cudaMemcpy(kc.data(), b.k_cache, kc.size(), cudaMemcpyDeviceToHost));
     if (!vc.empty())
       PERF_CUDA_TRY(cudaMemcpy(vc.data(), b.v_cache, vc.size(), cudaMemcpyDeviceToHost));
+    Batch& bt = dp.batch;
     Buffers hb;
     hb.in = in.data();
     hb.q_out = q_ref.data();
     hb.k_cache = kc_ref.data();
     hb.v_cache = vc_ref.empty() ? nullptr : vc_ref.data();
-    hb.cos_sin = const_cast<float*>(cos_sin_table(dp.shape->rotary, dp.batch.max_pos).data());
-    hb.positions = dp.batch.positions.data();
-    hb.slots = dp.batch.slots.data();
+    hb.cos_sin = const_cast<float*>(cos_sin_table(dp.shape->rotary, bt.max_pos).data());
+    hb.positions = bt.positions.data();
+    hb.slots = bt.slots.data();
+    hb.batch_indices = bt.batch_indices.data();
+    hb.kv_positions = bt.kv_positions.data();
+    hb.kv_indptr = bt.kv_indptr.data();
+    hb.kv_indices = bt.kv_indices.data();
     const ropekv::Result hr =
-        ropekv::run(make_arguments(*dp.shape, dp.batch, hb), ropekv::Backend::kHost);
+        ropekv::run(make_arguments(*dp.shape, bt, hb, c.page_table), ropekv::Backend::kHost);
     if (!hr.ok()) {
       *error = "host reference failed: " + message(hr);
       return false;
@@ -243,7 +379,7 @@ bool check_output(DeviceProblem& dp, GpuVariant v, cudaStream_t stream, std::str
       return false;
     }
     *label = "bit-identical to host";
-    dp.checked = true;
+    checked = true;
     return true;
   }
 #endif
@@ -251,7 +387,68 @@ bool check_output(DeviceProblem& dp, GpuVariant v, cudaStream_t stream, std::str
   return true;
 }
 
-bool time_graph(DeviceProblem& dp, GpuVariant v, GpuTiming* out, std::string* error) {
+double thread_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// CPU time per call of run() or of a bare launch of its kernel, no graph:
+// median over batches of calls (the stream drained between batches, so that
+// no call waits for room in the launch queue).
+bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* error) {
+  namespace gpu = ropekv::detail::gpu;
+  constexpr int kBatches = 15, kPerBatch = 200;
+  cudaStream_t stream = nullptr;
+  PERF_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  struct StreamGuard {
+    cudaStream_t s;
+    ~StreamGuard() { cudaStreamDestroy(s); }
+  } stream_guard{stream};
+  GpuCase fused = c;
+  fused.kind = GpuKind::kFused;
+  if (!check_output(dp, fused, stream, &out->check, error)) return false;
+  const ropekv::Arguments a = case_arguments(dp, 0, c, stream);
+  gpu::PreparedLaunch l;
+  ropekv::detail::LaunchParams p;
+  if (!ropekv::detail::lower(a, &p).ok() || !gpu::prepare_launch(p, &l).ok()) {
+    *error = "lowering or preparing the launch failed";
+    return false;
+  }
+  out->path = gpu::to_string(l.path);
+  std::vector<double> per_call;
+  for (int b = 0; b < kBatches + 1; ++b) {
+    const double t0 = thread_cpu_seconds();
+    for (int i = 0; i < kPerBatch; ++i) {
+      if (c.kind == GpuKind::kCpuRun) {
+        if (!ropekv::run(a, ropekv::Backend::kCuda).ok()) {
+          *error = "run() failed";
+          return false;
+        }
+      } else {
+        PERF_CUDA_TRY(gpu::launch_prepared(l));
+      }
+    }
+    const double t1 = thread_cpu_seconds();
+    PERF_CUDA_TRY(cudaStreamSynchronize(stream));
+    PERF_CUDA_TRY(cudaGetLastError());
+    if (b > 0) per_call.push_back((t1 - t0) / kPerBatch);  // the first batch warms up
+  }
+  std::sort(per_call.begin(), per_call.end());
+  const double median = per_call[per_call.size() / 2];
+  out->us_per_call = median * 1e6;
+  out->spread_pct = 100.0 * (per_call.back() - per_call.front()) / median;
+  out->working_set_mb = dp.set_bytes / 1e6;
+  out->sets = 1;
+  out->calls = kPerBatch;
+  out->replays = kBatches;
+  out->check = "CPU time per call, no graph; " + out->check;
+  return true;
+}
+
+bool time_graph(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* error) {
+  if (c.kind == GpuKind::kCpuRun || c.kind == GpuKind::kCpuBareLaunch)
+    return time_cpu(dp, c, out, error);
   cudaStream_t stream = nullptr;
   PERF_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   struct StreamGuard {
@@ -259,14 +456,15 @@ bool time_graph(DeviceProblem& dp, GpuVariant v, GpuTiming* out, std::string* er
     ~StreamGuard() { cudaStreamDestroy(s); }
   } stream_guard{stream};
   std::string label;
-  if (!check_output(dp, v, stream, &label, error)) return false;
+  if (!check_output(dp, c, stream, &label, error)) return false;
+  if (c.kind == GpuKind::kFused) out->path = launch_path(dp, c);
 
-  const int sets = is_hot(v) ? 1 : dp.sets;
+  const int sets = c.hot ? 1 : dp.sets;
   const int calls = std::max(kMinCalls, sets);
   cudaGraph_t graph = nullptr;
   PERF_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
   ropekv::Result failed;
-  for (int i = 0; i < calls && failed.ok(); ++i) failed = call(dp, i % sets, v, stream);
+  for (int i = 0; i < calls && failed.ok(); ++i) failed = call(dp, i % sets, c, stream);
   const cudaError_t end = cudaStreamEndCapture(stream, &graph);
   struct GraphGuard {
     cudaGraph_t g = nullptr;
@@ -381,18 +579,56 @@ double cuda_copy_gbps(std::string* error) {
   return 2.0 * double(n) / (ms[ms.size() / 2] * 1e-3) / 1e9;
 }
 
-GpuTiming cuda_time(const Shape& s, std::int64_t nnz, GpuVariant variant) {
+std::string case_name(const GpuCase& c) {
+  std::string n = "cuda";
+  switch (c.kind) {
+    case GpuKind::kFused: break;
+    case GpuKind::kUnfused: n += "-unfused"; break;
+    case GpuKind::kFloor: n += "-floor"; break;
+    case GpuKind::kCopy: n += "-copy"; break;
+    case GpuKind::kCpuRun: n += "-cpu-run"; break;
+    case GpuKind::kCpuBareLaunch: n += "-cpu-launch"; break;
+  }
+  if (c.hot) n += "-hot";
+  if (c.pdl) n += c.early ? "-pdl-early" : "-pdl";
+  if (c.page_table) n += "-pt";
+  return n;
+}
+
+GpuTiming cuda_time(const Shape& s, std::int64_t nnz, const GpuCase& c) {
   GpuTiming t;
   DeviceProblem* dp = device_problem(s, nnz, &t.error);
   if (dp == nullptr) {
     current().reset();
     return t;
   }
-  t.ok = time_graph(*dp, variant, &t, &t.error);
+  t.ok = time_graph(*dp, c, &t, &t.error);
   if (!t.ok) cudaGetLastError();
   return t;
 }
 
 void cuda_release() { current().reset(); }
+
+bool set_cuda_tuning(const std::string& spec) {
+  ropekv::detail::gpu::Tuning t;
+  std::size_t i = 0;
+  while (i < spec.size()) {
+    const std::size_t comma = std::min(spec.find(',', i), spec.size());
+    const std::string item = spec.substr(i, comma - i);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos) return false;
+    const std::string key = item.substr(0, eq);
+    const int value = std::atoi(item.c_str() + eq + 1);
+    if (key == "decode")
+      t.decode = value;
+    else if (key == "pdl_trigger")
+      t.pdl_trigger = value;
+    else
+      return false;
+    i = comma + 1;
+  }
+  ropekv::detail::gpu::set_tuning(t);
+  return true;
+}
 
 }  // namespace ropekv_perf

@@ -70,6 +70,7 @@ std::vector<Shape> build_shapes() {
   generic.name = "llama-3.1-8b-generic";
   generic.row_pad = 1;  // odd token stride: every row misaligned for vector loads
   for (Shape s : {hnd, ps64, kv, generic}) {
+    s.canonical = false;
     s.host_nnz = kHostVariantTokens;
     s.gpu_nnz = kGpuTokens;
     v.push_back(s);
@@ -98,14 +99,23 @@ Batch make_batch(const Shape& s, std::int64_t nnz, std::uint64_t seed) {
     std::iota(perm.begin(), perm.end(), std::int64_t(0));
     std::shuffle(perm.begin(), perm.end(), rng);
   };
+  b.batch_indices.resize(nnz);
+  b.kv_positions.resize(nnz);
+  b.kv_indptr.assign(1, 0);
   if (nnz <= 1024) {
     b.num_pages = 2 * nnz + 8;
     shuffled_pool(b.num_pages);
     std::uniform_int_distribution<std::int64_t> pos(16, 4015);
+    std::uniform_int_distribution<std::int64_t> any_page(0, b.num_pages - 1);
     for (std::int64_t t = 0; t < nnz; ++t) {
       const std::int64_t p = pos(rng);
       b.positions[t] = p;
       b.slots[t] = perm[t] * ps + p % ps;
+      b.batch_indices[t] = std::int32_t(t);
+      b.kv_positions[t] = std::int32_t(p);
+      for (std::int64_t j = 0; j < p / ps; ++j) b.kv_indices.push_back(std::int32_t(any_page(rng)));
+      b.kv_indices.push_back(std::int32_t(perm[t]));
+      b.kv_indptr.push_back(std::int32_t(b.kv_indices.size()));
     }
   } else {
     const std::int64_t nseq = 4;
@@ -122,8 +132,14 @@ Batch make_batch(const Shape& s, std::int64_t nnz, std::uint64_t seed) {
       for (std::int64_t j = 0; j < len[q]; ++j, ++t) {
         b.positions[t] = j;
         b.slots[t] = perm[next_page + j / ps] * ps + j % ps;
+        b.batch_indices[t] = std::int32_t(q);
+        b.kv_positions[t] = std::int32_t(j);
       }
-      next_page += (len[q] + ps - 1) / ps;
+      const std::int64_t seq_pages = (len[q] + ps - 1) / ps;
+      for (std::int64_t j = 0; j < seq_pages; ++j)
+        b.kv_indices.push_back(std::int32_t(perm[next_page + j]));
+      b.kv_indptr.push_back(std::int32_t(b.kv_indices.size()));
+      next_page += seq_pages;
     }
     const std::int64_t longest = *std::max_element(len.begin(), len.end());
     b.max_pos = std::max<std::int64_t>(b.max_pos, longest);
@@ -153,7 +169,8 @@ double model_bytes(const Shape& s, std::int64_t nnz) {
   return per_token * double(nnz);
 }
 
-ropekv::Arguments make_arguments(const Shape& s, const Batch& b, const Buffers& buf) {
+ropekv::Arguments make_arguments(const Shape& s, const Batch& b, const Buffers& buf,
+                                 bool page_table) {
   using namespace ropekv;
   const DType in = DType::kBFloat16, out = DType::kFloat8E4M3FN;
   const std::int64_t nnz = b.nnz, d = s.head_dim(), r = s.rotary, n = s.nope;
@@ -200,9 +217,21 @@ ropekv::Arguments make_arguments(const Shape& s, const Batch& b, const Buffers& 
   a.q_nope_out = qo.nope;
   const std::int64_t cs_ext[2] = {b.max_pos, r};
   a.cos_sin_cache = make_contiguous(buf.cos_sin, DType::kFloat32, 2, cs_ext);
-  a.positions = make_vector(buf.positions, DType::kInt64, nnz);
-  a.cache_index.form = Addressing::kSlotMapping;
-  a.cache_index.slot_mapping = make_vector(buf.slots, DType::kInt64, nnz);
+  if (page_table) {
+    CacheIndex& ci = a.cache_index;
+    ci.form = Addressing::kPageTable;
+    ci.batch_indices = make_vector(buf.batch_indices, DType::kInt32, nnz);
+    ci.kv_positions = make_vector(buf.kv_positions, DType::kInt32, nnz);
+    ci.kv_indptr =
+        make_vector(buf.kv_indptr, DType::kInt32, std::int64_t(b.kv_indptr.size()));
+    ci.kv_indices =
+        make_vector(buf.kv_indices, DType::kInt32, std::int64_t(b.kv_indices.size()));
+    a.positions = ci.kv_positions;
+  } else {
+    a.positions = make_vector(buf.positions, DType::kInt64, nnz);
+    a.cache_index.form = Addressing::kSlotMapping;
+    a.cache_index.slot_mapping = make_vector(buf.slots, DType::kInt64, nnz);
+  }
   a.q_scale = Scale::host(s.q_scale);
   a.k_scale = Scale::host(s.k_scale);
   a.v_scale = Scale::host(s.v_scale);

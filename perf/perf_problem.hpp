@@ -41,6 +41,7 @@ struct Shape {
   std::int64_t row_pad = 0;
   // Token counts timed on the host and on GPUs.
   std::vector<std::int64_t> host_nnz, gpu_nnz;
+  bool canonical = true;  // a shape of PERF.md's table (else a variant of one)
 
   std::int64_t head_dim() const { return rotary + nope; }
 };
@@ -48,10 +49,14 @@ struct Shape {
 // The canonical shapes and the variants, in the order they are registered.
 const std::vector<Shape>& shapes();
 
-// Token indices of one batch: slot mapping, positions (both int64).
+// Token indices of one batch, in both addressing forms (the same cache
+// entries): slot mapping with int64 positions and slots (vLLM), and a page
+// table with int32 arrays (FlashInfer/SGLang; the RoPE positions are the
+// int32 kv_positions there).
 //  * decode (nnz <= 1024): one token per sequence, each at a random position
-//    in [16, 4016), each sequence's page a random page of a shuffled pool
-//    (2 * nnz + 8 pages);
+//    in [16, 4016), the page it writes a random page of a shuffled pool
+//    (2 * nnz + 8 pages); its earlier pages in the page table are random
+//    pages of the pool (never written: only the token's own entry is);
 //  * prefill (nnz > 1024): 4 sequences of nnz/4 tokens at positions 0..L-1,
 //    pages taken from a shuffled pool with 1/8 spare pages.
 struct Batch {
@@ -59,6 +64,7 @@ struct Batch {
   std::int64_t num_pages = 0;
   std::int64_t max_pos = 0;  // rows of the cos/sin table
   std::vector<std::int64_t> positions, slots;
+  std::vector<std::int32_t> batch_indices, kv_positions, kv_indptr, kv_indices;
 };
 Batch make_batch(const Shape& s, std::int64_t nnz, std::uint64_t seed);
 
@@ -85,8 +91,16 @@ struct Buffers {
   void* cos_sin = nullptr;    // fp32 [max_pos, R]
   void* positions = nullptr;  // int64 [nnz]
   void* slots = nullptr;      // int64 [nnz]
+  // Page table (int32): [nnz], [nnz], [nnz + 1], [kv_indptr[nnz]].
+  void* batch_indices = nullptr;
+  void* kv_positions = nullptr;
+  void* kv_indptr = nullptr;
+  void* kv_indices = nullptr;
 };
-ropekv::Arguments make_arguments(const Shape& s, const Batch& b, const Buffers& buf);
+// The arguments of one call over `buf`, addressing the cache by slot mapping
+// or (page_table) by the page table.
+ropekv::Arguments make_arguments(const Shape& s, const Batch& b, const Buffers& buf,
+                                 bool page_table = false);
 
 // Fill helpers (host memory).
 // Random bf16 values, never zero: random sign, exponent 2^-6 .. 2^1, random

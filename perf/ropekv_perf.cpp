@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -37,8 +38,14 @@ void print_help() {
       "\n"
       "Benchmarks are named BACKEND/SHAPE/nnz:TOKENS, BACKEND one of\n"
       "  host, host-unfused         Kokkos host backend / plain host loops\n"
-      "  cuda, cuda-pdl, cuda-unfused  CUDA backend (cuda-pdl: programmatic dependent\n"
-      "                             launch, decode sizes only) / three simple kernels\n"
+      "  cuda[-KIND][-hot][-pdl[-early]][-pt]  CUDA: KIND none = the fused op,\n"
+      "    unfused = three simple kernels, floor = the floor of the op's chain of\n"
+      "    dependent loads (index entries, cos/sin row, page-table entries, one\n"
+      "    byte stored per output row), copy = cudaMemcpyAsync of the op's bytes,\n"
+      "    cpu-run / cpu-launch = CPU time per call of run() / of a bare launch of\n"
+      "    the kernel run() launches; -hot = one buffer set; -pdl = programmatic\n"
+      "    dependent launch; -early = with indices_ready_before_previous_kernel;\n"
+      "    -pt = page-table addressing (int32 arrays), else slot mapping (int64).\n"
       "Shapes (bf16 in, e4m3fn out, fp32 cos/sin, NHD cache, page size 16, NeoX,\n"
       "slot mapping, k/v scale equal unless noted):\n"
       "  gpt-oss-120b-tp8 (Hq 8, Hk 1, D 64, R 64), gpt-oss-120b-tp1 (64/8/64/64),\n"
@@ -72,12 +79,15 @@ void print_help() {
       "label 'l2-resident' when 1000 calls cannot reach that), 2 warm-up replays,\n"
       "median of 9 timed replays; the fused output is checked bit for bit against\n"
       "the host backend first (nnz <= 1024, when the host backend is compiled).\n"
-      "cuda-hot / cuda-hot-unfused (nnz <= 256): every call on one buffer set, so\n"
-      "inputs, outputs and their pages stay in the L2 and the TLBs (as when q, k, v\n"
-      "come straight from the previous kernel); label 'hot'.\n"
-      "cuda-copy (nnz >= 1024): cudaMemcpyAsync D2D moving the op's byte count (half\n"
+      "-hot rows (nnz <= 256): every call on one buffer set, so inputs, outputs\n"
+      "and their pages stay in the L2 and the TLBs (as when q, k, v come straight\n"
+      "from the previous kernel); label 'hot'.\n"
+      "cuda-copy (nnz >= 64): cudaMemcpyAsync D2D moving the op's byte count (half\n"
       "read, half written) in the same graph method; the fused rows then report\n"
-      "pct_of_same_size_copy = copy time / fused time.\n"
+      "pct_of_same_size_copy = copy time / fused time. Fused decode rows report\n"
+      "x_floor = fused time / floor time (same addressing, hot or rotated).\n"
+      "ROPEKV_PERF_TUNING='decode=-1|1,pdl_trigger=-1|1' overrides the launcher's\n"
+      "rules for measurements (cuda/gpu_launch.hpp).\n"
       "The ceilings are printed on stderr. Run only the GPU part with\n"
       "--benchmark_filter='^cuda'.\n"
       "\n");
@@ -263,14 +273,27 @@ double gpu_copy_gbps(std::string* err) {
   return gbps;
 }
 
-void bm_cuda(benchmark::State& st, const Shape* s, std::int64_t nnz, GpuVariant v) {
+// Reference times of this run, by shape/nnz and (hot, page table).
+std::string ref_key(const Shape& s, std::int64_t nnz, bool hot, bool page_table) {
+  return s.name + "/" + std::to_string(nnz) + (hot ? "/hot" : "") + (page_table ? "/pt" : "");
+}
+std::map<std::string, double>& floor_us() {
+  static std::map<std::string, double> m;
+  return m;
+}
+std::map<std::string, double>& bare_launch_us() {
+  static std::map<std::string, double> m;
+  return m;
+}
+
+void bm_cuda(benchmark::State& st, const Shape* s, std::int64_t nnz, GpuCase c) {
   std::string err;
   const double ceiling = gpu_copy_gbps(&err);
   if (ceiling <= 0) {
     st.SkipWithError(("copy ceiling: " + err).c_str());
     return;
   }
-  const GpuTiming t = cuda_time(*s, nnz, v);
+  const GpuTiming t = cuda_time(*s, nnz, c);
   if (!t.ok) {
     st.SkipWithError(t.error.c_str());
     return;
@@ -280,31 +303,98 @@ void bm_cuda(benchmark::State& st, const Shape* s, std::int64_t nnz, GpuVariant 
   st.counters["spread_pct"] = t.spread_pct;
   st.counters["working_set_MB"] = t.working_set_mb;
   st.counters["graph_calls"] = t.calls;
-  const bool hot = is_hot(v);
   std::string label = t.check;
-  if (hot)
+  if (!t.path.empty()) label = "path " + t.path + "; " + label;
+  if (c.hot)
     label = "hot: one buffer set; " + label;
-  else if (t.working_set_mb < 240.0)
+  else if (t.working_set_mb < 240.0 && c.kind != GpuKind::kCpuRun &&
+           c.kind != GpuKind::kCpuBareLaunch)
     label = "l2-resident; " + label;
   st.SetLabel(label);
-  const std::string key = bench_name(hot ? "cuda-hot" : "cuda", *s, nnz);
-  if (v == GpuVariant::kCopySameSize) {
-    copy_us()[key] = t.us_per_call;
-  } else if (is_unfused(v)) {
-    unfused_us()[key] = t.us_per_call;
-  } else {
-    auto it = unfused_us().find(key);
-    double uf = 0;
-    if (it != unfused_us().end()) {
-      uf = it->second;
-    } else {
-      const GpuTiming u = cuda_time(*s, nnz, hot ? GpuVariant::kUnfusedHot : GpuVariant::kUnfused);
-      if (u.ok) uf = unfused_us()[key] = u.us_per_call;
+  const std::string key = ref_key(*s, nnz, c.hot, c.page_table);
+  switch (c.kind) {
+    case GpuKind::kCopy: copy_us()[key] = t.us_per_call; break;
+    case GpuKind::kUnfused: unfused_us()[key] = t.us_per_call; break;
+    case GpuKind::kFloor: floor_us()[key] = t.us_per_call; break;
+    case GpuKind::kCpuBareLaunch: bare_launch_us()[key] = t.us_per_call; break;
+    case GpuKind::kCpuRun: {
+      auto b = bare_launch_us().find(key);
+      if (b != bare_launch_us().end()) st.counters["cpu_over_launch_us"] = t.us_per_call - b->second;
+      break;
     }
-    if (uf > 0) st.counters["speedup_vs_unfused"] = uf / t.us_per_call;
-    auto c = copy_us().find(key);
-    if (c != copy_us().end())
-      st.counters["pct_of_same_size_copy"] = 100.0 * c->second / t.us_per_call;
+    case GpuKind::kFused: {
+      const std::string sm_key = ref_key(*s, nnz, c.hot, false);
+      auto u = unfused_us().find(sm_key);
+      if (u != unfused_us().end()) st.counters["speedup_vs_unfused"] = u->second / t.us_per_call;
+      auto f = floor_us().find(key);
+      if (f != floor_us().end()) st.counters["x_floor"] = t.us_per_call / f->second;
+      auto cp = copy_us().find(ref_key(*s, nnz, false, false));
+      if (cp != copy_us().end() && !c.hot)
+        st.counters["pct_of_same_size_copy"] = 100.0 * cp->second / t.us_per_call;
+      break;
+    }
+  }
+}
+
+void register_cuda(const Shape& s, std::int64_t nnz, const GpuCase& c) {
+  benchmark::RegisterBenchmark(bench_name(case_name(c).c_str(), s, nnz).c_str(), bm_cuda, &s, nnz,
+                               c)
+      ->Iterations(1)
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond);
+}
+
+// The GPU rows of one (shape, nnz), references first (floor, unfused, copy,
+// bare launch) so that the fused rows can report their ratios.
+//  * decode sizes (nnz <= 256), canonical shapes: both addressing forms,
+//    rotated and hot, with and without PDL and the early-index opt-in, each
+//    with its floor; unfused and same-size copy (nnz >= 64) for slot mapping;
+//  * larger sizes: slot mapping with and without PDL (and early indices),
+//    page table, unfused and same-size copy;
+//  * the llama-3.1-8b variants: slot mapping, fewer rows;
+//  * CPU time per call (nnz 8, and 8192 for llama-3.1-8b): run() and the
+//    bare launch of its kernel.
+void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
+  auto mk = [](GpuKind kind, bool pt, bool hot, bool pdl, bool early) {
+    GpuCase c;
+    c.kind = kind;
+    c.page_table = pt;
+    c.hot = hot;
+    c.pdl = pdl;
+    c.early = early;
+    return c;
+  };
+  const bool decode = nnz <= 256;
+  if (decode && canonical) {
+    for (bool pt : {false, true})
+      for (bool hot : {false, true}) register_cuda(s, nnz, mk(GpuKind::kFloor, pt, hot, false, false));
+    for (bool hot : {false, true}) register_cuda(s, nnz, mk(GpuKind::kUnfused, false, hot, false, false));
+    if (nnz >= 64) register_cuda(s, nnz, mk(GpuKind::kCopy, false, false, false, false));
+    for (bool pt : {false, true})
+      for (bool hot : {false, true}) {
+        register_cuda(s, nnz, mk(GpuKind::kFused, pt, hot, false, false));
+        register_cuda(s, nnz, mk(GpuKind::kFused, pt, hot, true, false));
+        register_cuda(s, nnz, mk(GpuKind::kFused, pt, hot, true, true));
+      }
+  } else if (decode) {
+    for (bool hot : {false, true}) {
+      register_cuda(s, nnz, mk(GpuKind::kUnfused, false, hot, false, false));
+      register_cuda(s, nnz, mk(GpuKind::kFused, false, hot, false, false));
+    }
+    register_cuda(s, nnz, mk(GpuKind::kFused, false, false, true, false));
+  } else {
+    register_cuda(s, nnz, mk(GpuKind::kCopy, false, false, false, false));
+    register_cuda(s, nnz, mk(GpuKind::kUnfused, false, false, false, false));
+    register_cuda(s, nnz, mk(GpuKind::kFused, false, false, false, false));
+    register_cuda(s, nnz, mk(GpuKind::kFused, false, false, true, false));
+    if (canonical) {
+      register_cuda(s, nnz, mk(GpuKind::kFused, false, false, true, true));
+      register_cuda(s, nnz, mk(GpuKind::kFused, true, false, false, false));
+    }
+  }
+  if (canonical && (nnz == 8 || (nnz == 8192 && s.name == "llama-3.1-8b"))) {
+    register_cuda(s, nnz, mk(GpuKind::kCpuBareLaunch, false, false, false, false));
+    register_cuda(s, nnz, mk(GpuKind::kCpuRun, false, false, false, false));
   }
 }
 #endif
@@ -334,30 +424,15 @@ void register_all() {
     return;
   }
   std::fprintf(stderr, "ropekv_perf: CUDA device: %s\n", dev.c_str());
-  for (const Shape& s : shapes()) {
-    for (std::int64_t nnz : s.gpu_nnz) {
-      const struct {
-        const char* backend;
-        GpuVariant v;
-      } variants[] = {{"cuda-copy", GpuVariant::kCopySameSize},
-                      {"cuda-unfused", GpuVariant::kUnfused},
-                      {"cuda", GpuVariant::kFused},
-                      {"cuda-pdl", GpuVariant::kFusedPdl},
-                      {"cuda-hot-unfused", GpuVariant::kUnfusedHot},
-                      {"cuda-hot", GpuVariant::kFusedHot}};
-      for (const auto& var : variants) {
-        const bool decode_only = var.v == GpuVariant::kFusedPdl || var.v == GpuVariant::kFusedHot ||
-                                 var.v == GpuVariant::kUnfusedHot;
-        if (decode_only && nnz > 256) continue;
-        if (var.v == GpuVariant::kCopySameSize && nnz < 1024) continue;
-        benchmark::RegisterBenchmark(bench_name(var.backend, s, nnz).c_str(), bm_cuda, &s, nnz,
-                                     var.v)
-            ->Iterations(1)
-            ->UseManualTime()
-            ->Unit(benchmark::kMicrosecond);
-      }
+  if (const char* tune = std::getenv("ROPEKV_PERF_TUNING")) {
+    if (!set_cuda_tuning(tune)) {
+      std::fprintf(stderr, "ropekv_perf: malformed ROPEKV_PERF_TUNING '%s'\n", tune);
+      std::exit(2);
     }
+    std::fprintf(stderr, "ropekv_perf: launcher overrides for measurement: %s\n", tune);
   }
+  for (const Shape& s : shapes())
+    for (std::int64_t nnz : s.gpu_nnz) register_cuda_rows(s, nnz, s.canonical);
 #else
   std::fprintf(stderr,
                "ropekv_perf: CUDA backend not compiled in this build: no CUDA benchmarks\n");

@@ -6,8 +6,10 @@ Usage: python3 perf/summary.py results/perf.json
 One row per benchmark: name, µs per call, effective GB/s (byte model of
 PERF.md), % of the copy ceiling measured in the same run, speedup of the fused
 op over the unfused baseline (fused rows only), the fused op's speed as a % of
-a plain copy of the same byte count (GPU, nnz >= 1024), and the benchmark's label
-(GPU: l2-resident, output check). Skipped benchmarks show their error.
+a plain copy of the same byte count (GPU, nnz >= 64), the fused time over the
+floor of its dependent-load chain (GPU decode rows), the CPU time of run()
+above a bare launch (cpu-run rows), and the benchmark's label (GPU: kernel
+path, hot or l2-resident, output check). Skipped benchmarks show their error.
 """
 import json
 import sys
@@ -50,12 +52,15 @@ def main(argv):
     for b in benches:
         name = clean_name(b["name"])
         if b.get("error_occurred"):
-            rows.append((name, "-", "-", "-", "-", "-", "SKIPPED: " + b.get("error_message", "")))
+            rows.append((name, "-", "-", "-", "-", "-", "-", "-",
+                         "SKIPPED: " + b.get("error_message", "")))
             continue
         rows.append((name, fmt(b.get("us_per_call"), ".2f"), fmt(b.get("GBps"), ".2f"),
                      fmt(b.get("pct_of_copy"), ".1f"), fmt(b.get("pct_of_same_size_copy"), ".1f"),
-                     fmt(b.get("speedup_vs_unfused"), ".2f"), b.get("label", "")))
-    head = ("benchmark", "us/call", "GB/s", "% copy", "% same-size copy", "vs unfused", "note")
+                     fmt(b.get("speedup_vs_unfused"), ".2f"), fmt(b.get("x_floor"), ".2f"),
+                     fmt(b.get("cpu_over_launch_us"), ".2f"), b.get("label", "")))
+    head = ("benchmark", "us/call", "GB/s", "% copy", "% same-size copy", "vs unfused",
+            "x floor", "cpu over launch us", "note")
     n = len(head) - 1
     widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(n)]
     line = "  ".join(h.ljust(widths[0]) if i == 0 else h.rjust(widths[i])

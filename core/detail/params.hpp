@@ -71,6 +71,9 @@ struct LaunchParams {
 
   void* stream = nullptr;
   bool pdl = false;
+  // With pdl: index arrays, positions, cos/sin and device scales may be read
+  // before the wait on the previous grid (Arguments::indices_ready_before_previous_kernel).
+  bool early_indices = false;
 };
 
 // What a backend does with token t.
@@ -90,7 +93,9 @@ struct TokenIndices {
   std::int64_t pos = 0;      // RoPE position
 };
 
-ROPEKV_HD TokenIndices load_token_indices(const LaunchParams& p, std::int64_t t) {
+// P: LaunchParams, or a backend's compact copy with the same member names.
+template <class P>
+ROPEKV_HD TokenIndices load_token_indices(const P& p, std::int64_t t) {
   TokenIndices ix;
   if (p.addressing == Addressing::kSlotMapping) {
     ix.key = read_index(p.slot_mapping, p.slot_i64, t);
@@ -104,7 +109,8 @@ ROPEKV_HD TokenIndices load_token_indices(const LaunchParams& p, std::int64_t t)
 
 // (page, entry) of a position within the sequence / a slot: shift and mask
 // when the page size is a power of two (page_shift >= 0), else divide.
-ROPEKV_HD PageEntry page_of(const LaunchParams& p, std::int64_t slot) {
+template <class P>
+ROPEKV_HD PageEntry page_of(const P& p, std::int64_t slot) {
   if (p.page_shift >= 0) {
     PageEntry pe;
     pe.page = slot >> p.page_shift;
@@ -116,7 +122,8 @@ ROPEKV_HD PageEntry page_of(const LaunchParams& p, std::int64_t slot) {
 
 // The rest of the plan: the page-table look-ups (dependent reads) and, in
 // checked mode, the bounds checks.
-ROPEKV_HD TokenPlan finish_plan(const LaunchParams& p, const TokenIndices& ix) {
+template <class P>
+ROPEKV_HD TokenPlan finish_plan(const P& p, const TokenIndices& ix) {
   TokenPlan plan;
   if (ix.key < 0) return plan;  // padding
   bool ok = true;

@@ -577,6 +577,7 @@ Result Validator::run(LaunchParams* out) {
   p.skipped_tokens = a.checked.skipped_tokens;
   p.stream = a.stream;
   p.pdl = a.programmatic_dependent_launch;
+  p.early_indices = a.programmatic_dependent_launch && a.indices_ready_before_previous_kernel;
   *out = p;
   return Result{};
 }

@@ -157,8 +157,20 @@ struct Arguments {
 
   void* stream = nullptr;  // cudaStream_t / hipStream_t; ignored by the host backend
   // CUDA: launch with programmatic dependent launch (sm_90+), so the kernel's
-  // prologue overlaps the previous kernel in the stream.
+  // launch and prologue overlap the previous kernel in the stream. The kernel
+  // waits for the previous kernel's memory before it reads anything.
   bool programmatic_dependent_launch = false;
+  // Opt-in, with programmatic_dependent_launch only (ignored without it). The
+  // caller promises that the index arrays (slot_mapping or the page table),
+  // positions, cos_sin_cache and the device scales hold their final values
+  // before the kernel launched just before this call in the stream starts
+  // running: they are written earlier in the step (vLLM and SGLang prepare
+  // them when a step starts) and no kernel that may still run concurrently
+  // with this call writes them. The kernel then reads them, and resolves each
+  // token's cache slot, before it waits for the previous kernel; only the q, k
+  // and v loads and every write come after the wait. q, k, v, the query output
+  // and the caches may still be produced or read by the previous kernel.
+  bool indices_ready_before_previous_kernel = false;
 };
 
 // ---------------------------------------------------------------- backends

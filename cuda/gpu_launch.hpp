@@ -1,0 +1,55 @@
+// The GPU launcher's decision for one call, separated from the launch
+// itself: the backend's launch is prepare_launch + launch_prepared. The perf
+// suite uses the two halves to time a bare launch of the very kernel a call
+// takes (CPU time per call) and sets measurement overrides (Tuning).
+// One source for CUDA and HIP.
+#pragma once
+
+#include <cstddef>
+
+#include "cuda/kernels.cuh"
+
+namespace ropekv {
+namespace detail {
+namespace gpu {
+
+enum class Path : int {
+  kDecode,   // fused_decode_kernel: one unit per thread, the launch fits at once
+  kVector,   // fused_vec_kernel: teams loop over tokens
+  kStaged,   // fused_vec_staged_kernel: the same with asynchronous copies
+  kGeneric,  // fused_generic_kernel: any valid shape and alignment
+};
+const char* to_string(Path path) noexcept;
+
+struct PreparedLaunch {
+  Path path = Path::kGeneric;
+  const void* kernel = nullptr;
+  dim3 grid, block;
+  std::size_t smem = 0;
+  Stream stream = nullptr;
+  bool pdl = false;
+  // The kernel's arguments: (params, geometry) for the vector kernels,
+  // (decode) for the decode kernel, (params) for the generic kernel.
+  LaunchParams params;
+  VecGeometry geometry = {};
+  DecodeParams decode;
+};
+
+// Chooses the kernel, geometry and grid of p and fills `out`; launches
+// nothing. Fails only without a current device.
+Result prepare_launch(const LaunchParams& p, PreparedLaunch* out) noexcept;
+// Launches a prepared launch: one vendor launch call, nothing else.
+Error launch_prepared(const PreparedLaunch& l) noexcept;
+
+// Overrides of the launcher's rules, for measurements only (the library
+// itself never sets them). 0 = the rule.
+struct Tuning {
+  int decode = 0;       // 1: the decode kernel wherever it can run; -1: never
+  int pdl_trigger = 0;  // vector kernels under PDL: 1: let dependents launch at block start; -1: at exit
+};
+void set_tuning(const Tuning& t) noexcept;
+Tuning tuning() noexcept;
+
+}  // namespace gpu
+}  // namespace detail
+}  // namespace ropekv

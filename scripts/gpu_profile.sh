@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, over a build made by scripts/gpu_build.sh: the
+# SASS of the decode kernel and an Nsight Compute profile of the decode
+# kernel and the floor kernel (gpt-oss-120b TP8, one token, hot, slot mapping
+# and page table). Clocks are left alone (--clock-control none).
+# Usage: bash scripts/gpu_profile.sh OUTDIR
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: gpu_profile.sh OUTDIR}
+mkdir -p "$out"
+B=build/cuda
+export LD_LIBRARY_PATH="$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Decode kernel <bf16, e4m3fn, fp32, 64, 0, 64> and the direct vector kernel of that shape.
+cuobjdump --dump-sass "$B/libropekv.a" 2>/dev/null |
+  awk '/Function : .*fused_decode_kernel.*Li64ELi0ELi64E/ {on=1} /Function : / && !/fused_decode_kernel.*Li64ELi0ELi64E/ {on=0} on' \
+  >"$out/sass_decode.txt"
+echo "decode kernel SASS: $(grep -c '^ */\*[0-9a-f]*\*/' "$out/sass_decode.txt") instructions over its instantiations"
+for row in cuda-floor-hot cuda-hot cuda-floor-hot-pt cuda-hot-pt cuda-hot-pdl-early cuda-hot-pdl-early-pt; do
+  echo "== ncu $row/gpt-oss-120b-tp8/nnz:1"
+  ncu --clock-control none --kernel-name-base function -k 'regex:fused_decode|floor_kernel' -c 1 \
+    --section LaunchStats --section Occupancy --section SchedulerStats --section WarpStateStats \
+    --section InstructionStats --section SpeedOfLight --print-details all \
+    "$B/perf/ropekv_perf" --benchmark_filter="^$row/gpt-oss-120b-tp8/nnz:1\$" 2>&1 |
+    grep -vE '^\s*$' >>"$out/ncu.txt"
+  grep -E 'Duration|Elapsed Cycles|Executed Instructions |Registers Per|Grid Size|Block Size|Warp Cycles Per Issued|No Eligible' "$out/ncu.txt" | tail -9
+done
