@@ -52,6 +52,15 @@ constexpr int kGenericMinBlocks = 4;
 // 80 registers (unbounded it takes 100-128). On the H200, 2 lost 10-20% at
 // large nnz and 4 (64 registers, heavy spills) lost 25-30%.
 constexpr int kVecMinBlocks = 3;
+// Blocks of kVecBlock threads per multiprocessor the decode kernel is
+// compiled for: a cap of 48 registers (unbounded it takes 62), so that more
+// of a decode batch fits on the device at once (deepseek-v3 MLA TP8 at 256
+// tokens: 768 blocks of 224 threads need 6 a multiprocessor). The bf16
+// specialisations do not spill under it.
+#ifndef ROPEKV_DECODE_MIN_BLOCKS
+#define ROPEKV_DECODE_MIN_BLOCKS 5
+#endif
+constexpr int kDecodeMinBlocks = ROPEKV_DECODE_MIN_BLOCKS;
 // Threads per head row in the generic path (a logical group: any warp
 // width). Fewer threads per row spread each row's set-up (its addresses,
 // cache offset) over more elements per thread; on the H200 (llama-3.1-8b
@@ -208,31 +217,28 @@ template <int kR, int kN, int kDv>
 __device__ __forceinline__ UnitRef unit_ref(const VecGeometry& g, std::uint32_t num_q_heads,
                                             std::uint32_t u) {
   using S = ShapeOf<kR, kN, kDv>;
+  // Each branch divides by its own unit count: a constant (a shift) in the
+  // specialisations.
   UnitRef r;
-  std::uint32_t per_row, first;
-  if (u < g.rot_units) {
-    per_row = S::rot_sub(g);
-    first = 0;
-    r.part = kRotQ;
-  } else if (u < g.q_nope_end) {
-    per_row = S::nope_sub(g);
-    first = g.rot_units;
-    r.part = kNopeQ;
-  } else if (u < g.k_nope_end) {
-    per_row = S::nope_sub(g);
-    first = g.q_nope_end;
-    r.part = kNopeK;
-  } else {
-    per_row = S::v_sub(g);
-    first = g.k_nope_end;
+  if (u < g.rot_units) {  // rotary rows: Hq query heads, then Hk key heads
+    const std::uint32_t row = u / S::rot_sub(g);
+    r.sub = u - row * S::rot_sub(g);
+    const bool q = row < num_q_heads;
+    r.part = q ? kRotQ : kRotK;
+    r.head = q ? row : row - num_q_heads;
+  } else if (u < g.k_nope_end) {  // (never reached when N == 0)
+    const std::uint32_t n = S::nope_sub(g) > 0 ? S::nope_sub(g) : 1u;
+    const bool q = u < g.q_nope_end;
+    const std::uint32_t cu = u - (q ? g.rot_units : g.q_nope_end);
+    r.head = cu / n;
+    r.sub = cu - r.head * n;
+    r.part = q ? kNopeQ : kNopeK;
+  } else {  // (never reached for MLA)
+    const std::uint32_t n = S::v_sub(g) > 0 ? S::v_sub(g) : 1u;
+    const std::uint32_t cu = u - g.k_nope_end;
+    r.head = cu / n;
+    r.sub = cu - r.head * n;
     r.part = kValue;
-  }
-  const std::uint32_t row = (u - first) / per_row;
-  r.sub = u - first - row * per_row;
-  r.head = row;
-  if (r.part == kRotQ && row >= num_q_heads) {  // rotary rows: Hq query heads, then Hk key heads
-    r.part = kRotK;
-    r.head = row - num_q_heads;
   }
   return r;
 }
@@ -323,14 +329,14 @@ __device__ __forceinline__ void load_unit_cos(RopeStyle style, std::uint32_t rot
   }
 }
 
-// Rotates (rotary units, with the lane's cos/sin), quantizes and stores one
-// unit with input vectors a, b into the output row part `dst` of half
-// length `half`.
+// The output codes of one unit with input vectors va, vb: rotated (rotary
+// units, with the lane's cos/sin) and quantized; lo holds the unit's first
+// 8 elements, hi its 8 elements half a row part further.
 template <DType In, DType Out>
-__device__ __forceinline__ void finish_unit(RopeStyle style, bool rotary, std::uint32_t half,
-                                            ScaleDivisor scale, const uint4& va, const uint4& vb,
-                                            char* dst, std::uint32_t sub, const float (&cv)[8],
-                                            const float (&sv)[8]) {
+__device__ __forceinline__ void encode_unit(RopeStyle style, bool rotary, ScaleDivisor scale,
+                                            const uint4& va, const uint4& vb,
+                                            const float (&cv)[8], const float (&sv)[8], uint2& lo,
+                                            uint2& hi) {
   float a[8], b[8];
   decode8<In>(va, a);
   decode8<In>(vb, b);
@@ -360,8 +366,15 @@ __device__ __forceinline__ void finish_unit(RopeStyle style, bool rotary, std::u
       b[e] = yb[e];
     }
   }
-  store_streaming(reinterpret_cast<uint2*>(dst) + sub, encode8<Out>(a, scale));
-  store_streaming(reinterpret_cast<uint2*>(dst + half) + sub, encode8<Out>(b, scale));
+  lo = encode8<Out>(a, scale);
+  hi = encode8<Out>(b, scale);
+}
+
+// Stores a unit's codes into the output row part `dst` of half length `half`.
+__device__ __forceinline__ void store_unit(char* dst, std::uint32_t half, std::uint32_t sub,
+                                           const uint2& lo, const uint2& hi) {
+  store_streaming(reinterpret_cast<uint2*>(dst) + sub, lo);
+  store_streaming(reinterpret_cast<uint2*>(dst + half) + sub, hi);
 }
 
 // The divisor of a part's output.
@@ -369,13 +382,15 @@ __device__ __forceinline__ ScaleDivisor divisor_of(const Divisors& d, std::uint3
   return part == kValue ? d.v : ((part == kRotQ || part == kNopeQ) ? d.q : d.k);
 }
 
-// finish_unit for an issued unit of the vector kernels.
+// Encodes and stores an issued unit of the vector kernels.
 template <DType In, DType Out, int kR, int kN, int kDv>
 __device__ __forceinline__ void vec_finish(const LaunchParams& p, const VecGeometry& g,
                                            const Divisors& d, const VecUnit& it,
                                            const float (&cv)[8], const float (&sv)[8]) {
-  finish_unit<In, Out>(p.style, it.part <= kRotK, part_half<kR, kN, kDv>(g, it.part),
-                       divisor_of(d, it.part), it.a, it.b, it.dst, it.sub, cv, sv);
+  uint2 lo, hi;
+  encode_unit<In, Out>(p.style, it.part <= kRotK, divisor_of(d, it.part), it.a, it.b, cv, sv, lo,
+                       hi);
+  store_unit(it.dst, part_half<kR, kN, kDv>(g, it.part), it.sub, lo, hi);
 }
 
 // Teams of g.team threads, one token per team at a time (grid-stride over
@@ -627,33 +642,35 @@ struct DecodeParams {
 };
 
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv>
-__global__ void __launch_bounds__(kVecBlock) fused_decode_kernel(const DecodeParams p) {
+__global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
+    fused_decode_kernel(const DecodeParams p) {
   using S = ShapeOf<kR, kN, kDv>;
   const std::uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
   const std::int64_t t = blockIdx.y;
   dependents_launch();
   if (u >= p.g.units) return;
-  // Pure arithmetic and parameter reads, before any wait.
+  if (!p.early_indices) dependency_wait();
+  // 1. The token's index entries (the head of the chain), then the unit's
+  //    inputs and scale, which do not depend on them.
+  const TokenIndices ix = load_token_indices(p, t);
   const UnitRef r = unit_ref<kR, kN, kDv>(p.g, p.num_q_heads, u);
-  const std::uint32_t which = scale_index(r.part);
   const uint4* x = row_vectors(p.part[r.part].src, p.part[r.part].src_token,
                                p.part[r.part].src_head, t, r.head);
   const std::uint32_t half = part_half<kR, kN, kDv>(p.g, r.part);
-  const bool rotary = r.part <= kRotK;
-
-  if (!p.early_indices) dependency_wait();
-  const TokenIndices ix = load_token_indices(p, t);
   uint4 va = {}, vb = {};
   if (!p.early_indices) {
     va = load_readonly(x + r.sub);
     vb = load_readonly(x + half / 8 + r.sub);
   }
+  const std::uint32_t which = scale_index(r.part);
   ScaleDivisor div = p.div[which];
   const float* scale_ptr = p.scale_ptr[which];
   const float dev_scale = scale_ptr != nullptr ? *scale_ptr : 0.f;
-  if (ix.key < 0) return;  // padding: no cos/sin row, no cache, no write
-  float cv[8], sv[8];
-  // Checked mode: the position is in range before its cos/sin row is read.
+  // 2. Not padding: the unit's cos/sin (checked mode: position in range
+  //    first) and the page-table look-ups.
+  if (ix.key < 0) return;
+  const bool rotary = r.part <= kRotK;
+  float cv[8] = {}, sv[8] = {};
   const bool pos_ok = !p.checked || (ix.pos >= 0 && ix.pos < p.max_pos);
   if (rotary && pos_ok)
     load_unit_cos<Cos>(p.style, S::rot_half(p.g), p.cos_sin + ix.pos * p.cos_row_bytes, r.sub, cv,
@@ -669,12 +686,16 @@ __global__ void __launch_bounds__(kVecBlock) fused_decode_kernel(const DecodePar
     va = load_readonly(x + r.sub);
     vb = load_readonly(x + half / 8 + r.sub);
   }
+  // 3. The codes, then the address (a page-table entry may still be in
+  //    flight while they are computed), then the stores.
+  uint2 lo, hi;
+  encode_unit<In, Out>(p.style, rotary, div, va, vb, cv, sv, lo, hi);
   const bool cache = cache_part(r.part);
   const std::int64_t dst_stride[3] = {p.part[r.part].dst_stride[0], p.part[r.part].dst_stride[1],
                                       p.part[r.part].dst_stride[2]};
   char* dst = p.part[r.part].dst +
               cache_offset(cache ? plan.page : t, cache ? plan.entry : 0, r.head, dst_stride);
-  finish_unit<In, Out>(p.style, rotary, half, div, va, vb, dst, r.sub, cv, sv);
+  store_unit(dst, half, r.sub, lo, hi);
 }
 
 // ---------------------------------------------------------------- generic path

@@ -20,7 +20,7 @@ for row in cuda-floor-hot cuda-hot cuda-floor-hot-pt cuda-hot-pt cuda-hot-pdl-ea
   ncu --clock-control none --kernel-name-base function -k 'regex:fused_decode|floor_kernel' -c 1 \
     --section LaunchStats --section Occupancy --section SchedulerStats --section WarpStateStats \
     --section InstructionStats --section SpeedOfLight --print-details all \
-    "$B/perf/ropekv_perf" --benchmark_filter="^$row/gpt-oss-120b-tp8/nnz:1\$" 2>&1 |
+    "$B/perf/ropekv_perf" --benchmark_filter="^$row/gpt-oss-120b-tp8/nnz:1/" 2>&1 |
     grep -vE '^\s*$' >>"$out/ncu.txt"
   grep -E 'Duration|Elapsed Cycles|Executed Instructions |Registers Per|Grid Size|Block Size|Warp Cycles Per Issued|No Eligible' "$out/ncu.txt" | tail -9
 done
