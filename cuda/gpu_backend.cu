@@ -159,14 +159,39 @@ VecGeometry geometry(const LaunchParams& p, int sms) {
   return g;
 }
 
-// The kernels of the vector paths for a (dtypes, shape).
+// The decode kernel's index form for p (see kernels.cuh): one of the two
+// common forms where p is one, else kIndexAny.
+int decode_form(const LaunchParams& p) {
+  if (p.checked || p.page_shift < 0) return kIndexAny;
+  if (p.addressing == Addressing::kSlotMapping)
+    return p.slot_i64 && p.positions_i64 ? kIndexSlot64 : kIndexAny;
+  const bool all32 = !p.batch_i64 && !p.kv_positions_i64 && !p.kv_indptr_i64 &&
+                     !p.kv_indices_i64 && !p.positions_i64;
+  return all32 ? kIndexTable32 : kIndexAny;
+}
+
+// The kernels of the vector paths for a (dtypes, shape); the decode kernels
+// of the specialised shapes also come in the fixed index forms.
 enum class VecFamily { kDirect, kStaged, kDecode };
 template <VecFamily F, DType In, DType Out, DType Cos, int kR, int kN, int kDv>
-const void* vec_kernel() {
+const void* vec_kernel(const LaunchParams& p) {
   if constexpr (F == VecFamily::kStaged)
     return reinterpret_cast<const void*>(&fused_vec_staged_kernel<In, Out, Cos, kR, kN, kDv>);
-  if constexpr (F == VecFamily::kDecode)
-    return reinterpret_cast<const void*>(&fused_decode_kernel<In, Out, Cos, kR, kN, kDv>);
+  if constexpr (F == VecFamily::kDecode) {
+    if constexpr (kR > 0) {
+      switch (decode_form(p)) {
+        case kIndexSlot64:
+          return reinterpret_cast<const void*>(
+              &fused_decode_kernel<In, Out, Cos, kR, kN, kDv, kIndexSlot64>);
+        case kIndexTable32:
+          return reinterpret_cast<const void*>(
+              &fused_decode_kernel<In, Out, Cos, kR, kN, kDv, kIndexTable32>);
+        default: break;
+      }
+    }
+    return reinterpret_cast<const void*>(&fused_decode_kernel<In, Out, Cos, kR, kN, kDv, kIndexAny>);
+  }
+  (void)p;
   return reinterpret_cast<const void*>(&fused_vec_kernel<In, Out, Cos, kR, kN, kDv>);
 }
 
@@ -177,12 +202,12 @@ template <VecFamily F, DType In, DType Out, DType Cos>
 const void* pick_shape(const LaunchParams& p) {
   if constexpr (Out == DType::kFloat8E4M3FN && Cos == DType::kFloat32) {
     const std::int64_t r = p.rotary_dim, n = p.nope_dim, dv = p.v_dim;
-    if (r == 64 && n == 0 && dv == 64) return vec_kernel<F, In, Out, Cos, 64, 0, 64>();
-    if (r == 128 && n == 0 && dv == 128) return vec_kernel<F, In, Out, Cos, 128, 0, 128>();
-    if (r == 64 && n == 64 && dv == 128) return vec_kernel<F, In, Out, Cos, 64, 64, 128>();
-    if (r == 64 && n == 512 && dv == 0) return vec_kernel<F, In, Out, Cos, 64, 512, 0>();
+    if (r == 64 && n == 0 && dv == 64) return vec_kernel<F, In, Out, Cos, 64, 0, 64>(p);
+    if (r == 128 && n == 0 && dv == 128) return vec_kernel<F, In, Out, Cos, 128, 0, 128>(p);
+    if (r == 64 && n == 64 && dv == 128) return vec_kernel<F, In, Out, Cos, 64, 64, 128>(p);
+    if (r == 64 && n == 512 && dv == 0) return vec_kernel<F, In, Out, Cos, 64, 512, 0>(p);
   }
-  return vec_kernel<F, In, Out, Cos, 0, 0, 0>();
+  return vec_kernel<F, In, Out, Cos, 0, 0, 0>(p);
 }
 
 template <VecFamily F, DType In>
@@ -243,29 +268,27 @@ DecodeParams decode_params(const LaunchParams& p, const VecGeometry& g) {
   d.scale_ptr[1] = p.k_scale_ptr;
   d.scale_ptr[2] = p.v_scale_ptr;
   d.g = g;
-  auto rows = [](const HeadTensor& in, char* out, std::int64_t s0, std::int64_t s1,
-                 std::int64_t s2) {
-    DecodePart part;
-    part.src = in.data;
-    part.dst = out;
-    part.src_token = in.token_stride;
-    part.src_head = in.head_stride;
-    part.dst_stride[0] = s0;
-    part.dst_stride[1] = s1;
-    part.dst_stride[2] = s2;
-    return part;
+  auto rows = [&d](std::uint32_t part, const HeadTensor& in, char* out, std::int64_t s0,
+                   std::int64_t s1, std::int64_t s2) {
+    d.src[part] = in.data;
+    d.src_token[part] = in.token_stride;
+    d.src_head[part] = in.head_stride;
+    d.dst[part] = out;
+    d.dst_page[part] = s0;
+    d.dst_entry[part] = s1;
+    d.dst_head[part] = s2;
   };
-  auto q_rows = [&](const HeadTensor& in, const HeadTensor& out) {
-    return rows(in, out.data, out.token_stride, 0, out.head_stride);
+  auto q_rows = [&](std::uint32_t part, const HeadTensor& in, const HeadTensor& out) {
+    rows(part, in, out.data, out.token_stride, 0, out.head_stride);
   };
-  auto cache_rows = [&](const HeadTensor& in, const CacheTensor& c) {
-    return rows(in, c.data, c.stride[0], c.stride[1], c.stride[2]);
+  auto cache_rows = [&](std::uint32_t part, const HeadTensor& in, const CacheTensor& c) {
+    rows(part, in, c.data, c.stride[0], c.stride[1], c.stride[2]);
   };
-  d.part[kRotQ] = q_rows(p.q_rope, p.q_rope_out);
-  d.part[kRotK] = cache_rows(p.k_rope, p.k_cache_rope);
-  d.part[kNopeQ] = q_rows(p.q_nope, p.q_nope_out);
-  d.part[kNopeK] = cache_rows(p.k_nope, p.k_cache_nope);
-  d.part[kValue] = cache_rows(p.v, p.v_cache);
+  q_rows(kRotQ, p.q_rope, p.q_rope_out);
+  cache_rows(kRotK, p.k_rope, p.k_cache_rope);
+  q_rows(kNopeQ, p.q_nope, p.q_nope_out);
+  cache_rows(kNopeK, p.k_nope, p.k_cache_nope);
+  cache_rows(kValue, p.v, p.v_cache);
   return d;
 }
 

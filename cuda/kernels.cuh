@@ -254,16 +254,25 @@ __device__ __forceinline__ bool cache_part(std::uint32_t part) {
   return part == kRotK || part == kNopeK || part == kValue;
 }
 
-// The input view of a part. Selected by value: taking the address of a
-// member of the kernel's parameter struct would make some compilers copy the
-// whole struct to the stack.
+// The input view of a part: through a pointer to the member where the
+// vendor can address kernel parameters (one indexed parameter load per
+// field), else selected by value (see param_at).
 __device__ __forceinline__ HeadTensor input_of(const LaunchParams& p, std::uint32_t part) {
-  HeadTensor s = p.v;
-  if (part == kRotQ) s = p.q_rope;
-  if (part == kRotK) s = p.k_rope;
-  if (part == kNopeQ) s = p.q_nope;
-  if (part == kNopeK) s = p.k_nope;
-  return s;
+  if constexpr (kParamsAddressable) {
+    const HeadTensor* s = part == kRotQ    ? &p.q_rope
+                          : part == kRotK  ? &p.k_rope
+                          : part == kNopeQ ? &p.q_nope
+                          : part == kNopeK ? &p.k_nope
+                                           : &p.v;
+    return *s;
+  } else {
+    HeadTensor s = p.v;
+    if (part == kRotQ) s = p.q_rope;
+    if (part == kRotK) s = p.k_rope;
+    if (part == kNopeQ) s = p.q_nope;
+    if (part == kNopeK) s = p.k_nope;
+    return s;
+  }
 }
 
 // The 16-byte vectors of a head's input row part (the unit's two input
@@ -597,15 +606,6 @@ __global__ void __launch_bounds__(kVecBlock, kStagedMinBlocks)
 // step 1; with it, steps 1 (indices only) and 2 happen before the wait and
 // only the input loads and the stores after it.
 
-// One row part as the decode kernel sees it: its input rows and where its
-// output rows are, with query outputs addressed as (token, 0, head) and
-// caches as (page, entry, head) through the one cache_offset formula.
-struct DecodePart {
-  const char* src;                   // input rows (2-byte elements)
-  char* dst;                         // output rows (1-byte elements)
-  std::int64_t src_token, src_head;  // input strides, elements
-  std::int64_t dst_stride[3];        // output strides, elements
-};
 // The scale of a part: 0 q, 1 k, 2 v (DecodeParams::div, scale_ptr).
 __device__ __forceinline__ std::uint32_t scale_index(std::uint32_t part) {
   return part == kValue ? 2u : ((part == kRotQ || part == kNopeQ) ? 0u : 1u);
@@ -638,10 +638,69 @@ struct DecodeParams {
   ScaleDivisor div[3] = {};           // host scales, made on the host
   const float* scale_ptr[3] = {};     // device scales (null: use div)
   VecGeometry g = {};
-  DecodePart part[kParts] = {};
+  // Per row part (kRotQ .. kValue): its input rows (2-byte elements, token
+  // and head strides) and where its output rows are (1-byte elements), with
+  // query outputs addressed as (token, 0, head) and caches as (page, entry,
+  // head) through the one cache_offset formula. One array per field, read
+  // where it is used.
+  const char* src[kParts] = {};
+  std::int64_t src_token[kParts] = {}, src_head[kParts] = {};
+  char* dst[kParts] = {};
+  std::int64_t dst_page[kParts] = {}, dst_entry[kParts] = {}, dst_head[kParts] = {};
 };
 
-template <DType In, DType Out, DType Cos, int kR, int kN, int kDv>
+// The index forms of the decode kernel: any (read from DecodeParams at run
+// time), or one of the two common forms fixed at compile time, so that a
+// token's index resolution is a few instructions on the critical path:
+// slot mapping with int64 slots and positions (vLLM), and a page table with
+// int32 arrays and positions (FlashInfer, SGLang); both unchecked, with a
+// power-of-two page size.
+enum : int { kIndexAny = 0, kIndexSlot64 = 1, kIndexTable32 = 2 };
+
+// The members load_token_indices and finish_plan read, for a fixed form.
+template <int kForm>
+struct FixedIndex {
+  static constexpr Addressing addressing =
+      kForm == kIndexSlot64 ? Addressing::kSlotMapping : Addressing::kPageTable;
+  static constexpr bool slot_i64 = true, positions_i64 = kForm == kIndexSlot64;
+  static constexpr bool batch_i64 = false, kv_positions_i64 = false;
+  static constexpr bool kv_indptr_i64 = false, kv_indices_i64 = false;
+  static constexpr bool checked = false;
+  static constexpr std::int64_t batch_size = 0, num_kv_indices = 0, num_pages = 0, max_pos = 0;
+  const void* slot_mapping;
+  const void* batch_indices;
+  const void* kv_positions;
+  const void* positions;
+  const void* kv_indptr;
+  const void* kv_indices;
+  int page_shift;
+  std::int64_t page_size;
+};
+template <int kForm>
+__device__ __forceinline__ FixedIndex<kForm> fixed_index(const DecodeParams& p) {
+  return FixedIndex<kForm>{p.slot_mapping, p.batch_indices, p.kv_positions, p.positions,
+                           p.kv_indptr,    p.kv_indices,    p.page_shift,   p.page_size};
+}
+
+// Token t's index entries and, once loaded, its plan, in form kForm.
+template <int kForm>
+__device__ __forceinline__ TokenIndices decode_indices(const DecodeParams& p, std::int64_t t) {
+  if constexpr (kForm == kIndexAny) {
+    return load_token_indices(p, t);
+  } else {
+    return load_token_indices(fixed_index<kForm>(p), t);
+  }
+}
+template <int kForm>
+__device__ __forceinline__ TokenPlan decode_plan(const DecodeParams& p, const TokenIndices& ix) {
+  if constexpr (kForm == kIndexAny) {
+    return finish_plan(p, ix);
+  } else {
+    return finish_plan(fixed_index<kForm>(p), ix);
+  }
+}
+
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm>
 __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
     fused_decode_kernel(const DecodeParams p) {
   using S = ShapeOf<kR, kN, kDv>;
@@ -652,10 +711,10 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
   if (!p.early_indices) dependency_wait();
   // 1. The token's index entries (the head of the chain), then the unit's
   //    inputs and scale, which do not depend on them.
-  const TokenIndices ix = load_token_indices(p, t);
+  const TokenIndices ix = decode_indices<kForm>(p, t);
   const UnitRef r = unit_ref<kR, kN, kDv>(p.g, p.num_q_heads, u);
-  const uint4* x = row_vectors(p.part[r.part].src, p.part[r.part].src_token,
-                               p.part[r.part].src_head, t, r.head);
+  const uint4* x = row_vectors(param_at(p.src, r.part), param_at(p.src_token, r.part),
+                               param_at(p.src_head, r.part), t, r.head);
   const std::uint32_t half = part_half<kR, kN, kDv>(p.g, r.part);
   uint4 va = {}, vb = {};
   if (!p.early_indices) {
@@ -663,8 +722,8 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
     vb = load_readonly(x + half / 8 + r.sub);
   }
   const std::uint32_t which = scale_index(r.part);
-  ScaleDivisor div = p.div[which];
-  const float* scale_ptr = p.scale_ptr[which];
+  ScaleDivisor div = param_at(p.div, which);
+  const float* scale_ptr = param_at(p.scale_ptr, which);
   const float dev_scale = scale_ptr != nullptr ? *scale_ptr : 0.f;
   // 2. Not padding: the unit's cos/sin (checked mode: position in range
   //    first) and the page-table look-ups.
@@ -676,7 +735,7 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
     load_unit_cos<Cos>(p.style, S::rot_half(p.g), p.cos_sin + ix.pos * p.cos_row_bytes, r.sub, cv,
                        sv);
   if (scale_ptr != nullptr) div = make_divisor(dev_scale);  // while the cos/sin loads fly
-  const TokenPlan plan = finish_plan(p, ix);
+  const TokenPlan plan = decode_plan<kForm>(p, ix);
   if (!plan.write) {
     if (plan.bad && u == 0 && p.skipped_tokens != nullptr) atomicAdd(p.skipped_tokens, 1ull);
     return;
@@ -691,9 +750,9 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
   uint2 lo, hi;
   encode_unit<In, Out>(p.style, rotary, div, va, vb, cv, sv, lo, hi);
   const bool cache = cache_part(r.part);
-  const std::int64_t dst_stride[3] = {p.part[r.part].dst_stride[0], p.part[r.part].dst_stride[1],
-                                      p.part[r.part].dst_stride[2]};
-  char* dst = p.part[r.part].dst +
+  const std::int64_t dst_stride[3] = {param_at(p.dst_page, r.part), param_at(p.dst_entry, r.part),
+                                      param_at(p.dst_head, r.part)};
+  char* dst = param_at(p.dst, r.part) +
               cache_offset(cache ? plan.page : t, cache ? plan.entry : 0, r.head, dst_stride);
   store_unit(dst, half, r.sub, lo, hi);
 }

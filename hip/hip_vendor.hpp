@@ -46,6 +46,20 @@ inline Error launch(const void* kernel, dim3 grid, dim3 block, std::size_t smem,
   return e != hipSuccess ? e : hipGetLastError();
 }
 
+// Element i of a small array in the kernel's parameters, by selects over
+// constant indices: indexing the parameters at run time, or taking the
+// address of a member, makes the AMDGPU compiler copy the whole parameter
+// struct to scratch memory.
+constexpr bool kParamsAddressable = false;
+template <class T, int N>
+__device__ __forceinline__ T param_at(const T (&a)[N], std::uint32_t i) {
+  T r = a[0];
+#pragma unroll
+  for (int k = 1; k < N; ++k)
+    if (i == std::uint32_t(k)) r = a[k];
+  return r;
+}
+
 __device__ __forceinline__ void dependency_wait() {}
 __device__ __forceinline__ void dependents_launch() {}
 __device__ __forceinline__ void store_streaming(uint2* p, uint2 v) { *p = v; }

@@ -10,9 +10,9 @@ out=${1:?usage: gpu_profile.sh OUTDIR}
 mkdir -p "$out"
 B=build/cuda
 export LD_LIBRARY_PATH="$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-# Decode kernel <bf16, e4m3fn, fp32, 64, 0, 64> and the direct vector kernel of that shape.
+# Decode kernels <bf16, e4m3fn, fp32, 64, 0, 64> in the two fixed index forms.
 cuobjdump --dump-sass "$B/libropekv.a" 2>/dev/null |
-  awk '/Function : .*fused_decode_kernel.*Li64ELi0ELi64E/ {on=1} /Function : / && !/fused_decode_kernel.*Li64ELi0ELi64E/ {on=0} on' \
+  awk '/Function : .*fused_decode_kernel.*DTypeE3E.*Li64ELi0ELi64ELi[12]E/ {on=1; print; next} /Function : / {on=0} on' \
   >"$out/sass_decode.txt"
 echo "decode kernel SASS: $(grep -c '^ */\*[0-9a-f]*\*/' "$out/sass_decode.txt") instructions over its instantiations"
 for row in cuda-floor-hot cuda-hot cuda-floor-hot-pt cuda-hot-pt cuda-hot-pdl-early cuda-hot-pdl-early-pt; do
