@@ -326,12 +326,19 @@ unsigned grid_for(std::uint64_t work, unsigned block, int sms, unsigned per_sm) 
 }
 
 // The decode path's blocks: a token's units in `chunks` blocks of `block`
-// threads (whole warps of 32, at most kVecBlock threads).
+// threads. Up to 128 units, one block of whole warps; beyond, blocks of 128
+// threads (registers are allocated to blocks in groups of four warps, so
+// 4-warp blocks waste none: deepseek-v3 MLA's 612 units in 5 blocks of 128
+// fit 256 tokens on the H200 at once, 3 blocks of 224 do not).
 void decode_blocks(std::uint32_t units, unsigned* block, unsigned* chunks) {
-  const unsigned c = (units + kVecBlock - 1) / kVecBlock;
-  const unsigned per = (units + c - 1) / c;
-  *block = (per + 31) / 32 * 32;
-  *chunks = c;
+  constexpr unsigned kWide = 128;
+  if (units <= kWide) {
+    *block = (units + 31) / 32 * 32;
+    *chunks = 1;
+  } else {
+    *block = kWide;
+    *chunks = (units + kWide - 1) / kWide;
+  }
 }
 
 // [[maybe_unused]]: HIP's device passes see these but not their one user.

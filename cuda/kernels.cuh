@@ -676,6 +676,15 @@ struct FixedIndex {
   int page_shift;
   std::int64_t page_size;
 };
+// A fixed form's page size is a power of two: (page, entry) by shift and
+// mask (the overload finish_plan finds for FixedIndex).
+template <int kForm>
+__device__ __forceinline__ PageEntry page_of(const FixedIndex<kForm>& p, std::int64_t slot) {
+  PageEntry pe;
+  pe.page = slot >> p.page_shift;
+  pe.entry = slot & (p.page_size - 1);
+  return pe;
+}
 template <int kForm>
 __device__ __forceinline__ FixedIndex<kForm> fixed_index(const DecodeParams& p) {
   return FixedIndex<kForm>{p.slot_mapping, p.batch_indices, p.kv_positions, p.positions,

@@ -24,3 +24,8 @@ for row in cuda-floor-hot cuda-hot cuda-floor-hot-pt cuda-hot-pt cuda-hot-pdl-ea
     grep -vE '^\s*$' >>"$out/ncu.txt"
   grep -E 'Duration|Elapsed Cycles|Executed Instructions |Registers Per|Grid Size|Block Size|Warp Cycles Per Issued|No Eligible' "$out/ncu.txt" | tail -9
 done
+# Per-instruction stall samples of the decode kernel (slot mapping, hot, one token).
+ncu --clock-control none --kernel-name-base function -k regex:fused_decode -c 1 \
+  --section WarpStateStats --section SourceCounters --page source --print-source sass --csv \
+  "$B/perf/ropekv_perf" --benchmark_filter="^cuda-hot/gpt-oss-120b-tp8/nnz:1/" >"$out/ncu_source.csv" 2>&1
+echo "per-instruction profile: $(wc -l <"$out/ncu_source.csv") lines"
