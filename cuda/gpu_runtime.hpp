@@ -87,22 +87,6 @@ __device__ __forceinline__ T param_at(const T (&a)[N], std::uint32_t i) {
   return a[i];
 }
 
-// Reads a value (a kernel parameter) into a register here. nvcc otherwise
-// reads parameters where they are used, so a first, cold read of the
-// parameter bank can land on a kernel's critical path after its loads.
-__device__ __forceinline__ std::uint64_t read_now(std::uint64_t v) {
-#if !defined(ROPEKV_EXPERIMENT_NO_READ_NOW)
-  asm volatile("" : "+l"(v));
-#endif
-  return v;
-}
-__device__ __forceinline__ std::uint32_t read_now(std::uint32_t v) {
-#if !defined(ROPEKV_EXPERIMENT_NO_READ_NOW)
-  asm volatile("" : "+r"(v));
-#endif
-  return v;
-}
-
 // Streaming (evict-first) stores: outputs are never re-read by this kernel.
 __device__ __forceinline__ void store_streaming(uint2* p, uint2 v) { __stcs(p, v); }
 __device__ __forceinline__ uint2 load_readonly(const uint2* p) { return __ldg(p); }

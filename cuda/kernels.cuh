@@ -649,15 +649,6 @@ struct DecodeParams {
   std::int64_t dst_page[kParts] = {}, dst_entry[kParts] = {}, dst_head[kParts] = {};
 };
 
-// read_now for pointers and int64 values (see the vendor layer).
-template <class T>
-__device__ __forceinline__ T* read_now_ptr(T* p) {
-  return reinterpret_cast<T*>(read_now(reinterpret_cast<std::uint64_t>(p)));
-}
-__device__ __forceinline__ std::int64_t read_now_i64(std::int64_t v) {
-  return std::int64_t(read_now(std::uint64_t(v)));
-}
-
 // The index forms of the decode kernel: any (read from DecodeParams at run
 // time), or one of the two common forms fixed at compile time, so that a
 // token's index resolution is a few instructions on the critical path:
@@ -743,15 +734,6 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
   ScaleDivisor div = param_at(p.div, which);
   const float* scale_ptr = param_at(p.scale_ptr, which);
   const float dev_scale = scale_ptr != nullptr ? *scale_ptr : 0.f;
-  // What steps 2 and 3 read of the parameters, read now, while the index
-  // loads are in flight.
-  const char* const cos_sin = read_now_ptr(p.cos_sin);
-  const std::int64_t cos_row_bytes = read_now_i64(p.cos_row_bytes);
-  const RopeStyle style = RopeStyle(read_now(std::uint32_t(p.style)));
-  char* const dst_base = read_now_ptr(param_at(p.dst, r.part));
-  const std::int64_t dst_stride[3] = {read_now_i64(param_at(p.dst_page, r.part)),
-                                      read_now_i64(param_at(p.dst_entry, r.part)),
-                                      read_now_i64(param_at(p.dst_head, r.part))};
   // 2. Not padding: the unit's cos/sin (checked mode: position in range
   //    first) and the page-table look-ups.
   if (ix.key < 0) return;
@@ -759,7 +741,8 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
   float cv[8] = {}, sv[8] = {};
   const bool pos_ok = !p.checked || (ix.pos >= 0 && ix.pos < p.max_pos);
   if (rotary && pos_ok)
-    load_unit_cos<Cos>(style, S::rot_half(p.g), cos_sin + ix.pos * cos_row_bytes, r.sub, cv, sv);
+    load_unit_cos<Cos>(p.style, S::rot_half(p.g), p.cos_sin + ix.pos * p.cos_row_bytes, r.sub, cv,
+                       sv);
   if (scale_ptr != nullptr) div = make_divisor(dev_scale);  // while the cos/sin loads fly
   const TokenPlan plan = decode_plan<kForm>(p, ix);
   if (!plan.write) {
@@ -774,10 +757,12 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
   // 3. The codes, then the address (a page-table entry may still be in
   //    flight while they are computed), then the stores.
   uint2 lo, hi;
-  encode_unit<In, Out>(style, rotary, div, va, vb, cv, sv, lo, hi);
+  encode_unit<In, Out>(p.style, rotary, div, va, vb, cv, sv, lo, hi);
   const bool cache = cache_part(r.part);
-  char* dst =
-      dst_base + cache_offset(cache ? plan.page : t, cache ? plan.entry : 0, r.head, dst_stride);
+  const std::int64_t dst_stride[3] = {param_at(p.dst_page, r.part), param_at(p.dst_entry, r.part),
+                                      param_at(p.dst_head, r.part)};
+  char* dst = param_at(p.dst, r.part) +
+              cache_offset(cache ? plan.page : t, cache ? plan.entry : 0, r.head, dst_stride);
   store_unit(dst, half, r.sub, lo, hi);
 }
 

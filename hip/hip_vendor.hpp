@@ -60,10 +60,6 @@ __device__ __forceinline__ T param_at(const T (&a)[N], std::uint32_t i) {
   return r;
 }
 
-// (See cuda/gpu_runtime.hpp.) Kernel arguments live in scalar registers here.
-__device__ __forceinline__ std::uint64_t read_now(std::uint64_t v) { return v; }
-__device__ __forceinline__ std::uint32_t read_now(std::uint32_t v) { return v; }
-
 __device__ __forceinline__ void dependency_wait() {}
 __device__ __forceinline__ void dependents_launch() {}
 __device__ __forceinline__ void store_streaming(uint2* p, uint2 v) { *p = v; }
