@@ -339,7 +339,7 @@ bool check_output(DeviceProblem& dp, const GpuCase& c, cudaStream_t stream, std:
     *label = "bit-identical to host";
     return true;
   }
-#if ROPEKV_ENABLE_KOKKOS
+#if ROPEKV_ENABLE_KOKKOS && !defined(ROPEKV_EXPERIMENT_DECODE_NO_MATH)
   if (dp.batch.nnz <= 1024) {
     std::vector<std::uint16_t> in(std::size_t(z.in_elems));
     std::vector<std::uint8_t> q(std::size_t(z.q_out_bytes)), kc(std::size_t(z.k_cache_bytes)),
