@@ -726,7 +726,12 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
                                param_at(p.src_head, r.part), t, r.head);
   const std::uint32_t half = part_half<kR, kN, kDv>(p.g, r.part);
   uint4 va = {}, vb = {};
-  if (!p.early_indices) {
+#if defined(ROPEKV_EXPERIMENT_DECODE_INPUTS_AFTER_INDEX)
+  constexpr bool kInputsFirst = false;  // measurement only: inputs after the padding test
+#else
+  constexpr bool kInputsFirst = true;
+#endif
+  if (kInputsFirst && !p.early_indices) {
     va = load_readonly(x + r.sub);
     vb = load_readonly(x + half / 8 + r.sub);
   }
@@ -737,6 +742,10 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
   // 2. Not padding: the unit's cos/sin (checked mode: position in range
   //    first) and the page-table look-ups.
   if (ix.key < 0) return;
+  if (!kInputsFirst && !p.early_indices) {
+    va = load_readonly(x + r.sub);
+    vb = load_readonly(x + half / 8 + r.sub);
+  }
   const bool rotary = r.part <= kRotK;
   float cv[8] = {}, sv[8] = {};
   const bool pos_ok = !p.checked || (ix.pos >= 0 && ix.pos < p.max_pos);
