@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # ropekv's test command (README, CI): installs the dependencies, then for each
-# build it can make here: configure + build its CMake preset and run its tests.
-#   host  always (Kokkos host backend; validation, oracle, consumer tests)
-#   cuda  when nvcc is on PATH and cuda/ exists; device tests skip, visibly, without a GPU
-#   hip   when hipcc or clang++-15 exists and hip/ exists; device tests skip without a GPU
-# Every build runs even when an earlier one failed; the exit status is nonzero
-# when any of them failed. Builds go to build/<preset> (incremental).
+# combination of backends it can build here: configure + build its CMake
+# preset and run its tests.
+#   host       always (Kokkos host backend; validation, oracle, layouts, consumers)
+#   cuda       host + CUDA (and the perf suite), when nvcc is on PATH and cuda/ exists
+#   cuda-only  CUDA without the host backend (no perf suite)
+#   hip        host + HIP, when hipcc or clang++-15 exists and hip/ exists
+#   hip-only   HIP without the host backend
+# Device tests skip, visibly, without a GPU (and without the host backend they
+# compare with); validation runs in every build. Every build runs even when an
+# earlier one failed; the exit status is nonzero when any of them failed.
+# Builds go to build/<preset> (incremental); the summary gives each one's time.
 # Environment: JOBS (default: nproc), ROPEKV_CCACHE=0 to build without ccache.
 # Usage: bash scripts/test.sh
 set -euo pipefail
@@ -21,6 +26,11 @@ if [ "${ROPEKV_CCACHE:-1}" != 0 ] && [ -n "$ccache_dir" ] &&
    mkdir -p "$ccache_dir" 2>/dev/null && [ -w "$ccache_dir" ]; then
   export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
   export CMAKE_CUDA_COMPILER_LAUNCHER=${CMAKE_CUDA_COMPILER_LAUNCHER:-ccache}
+  export CMAKE_HIP_COMPILER_LAUNCHER=${CMAKE_HIP_COMPILER_LAUNCHER:-ccache}
+  # Paths relative to the checkout: the device source compiles to the same
+  # object in build/cuda and build/cuda-only (and hip, hip-only), so each
+  # vendor's minute of kernel compilation is paid once per run, not per build.
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 fi
 
 summary=()
@@ -32,7 +42,7 @@ mkdir -p "$logdir"
 run_preset() {
   local name=$1
   shift
-  local log=$logdir/$name.ctest.log step="configure"
+  local log=$logdir/$name.ctest.log step="configure" start=$SECONDS
   echo
   echo "==================== [$name] configure, build, test"
   if cmake --preset "$name" "$@" && step="build" &&
@@ -41,11 +51,13 @@ run_preset() {
     local line skipped
     line=$(grep -E 'tests passed, [0-9]+ tests failed out of' "$log" | tail -1 || true)
     skipped=$(grep -c '(Skipped)' "$log" || true)
-    summary+=("$(printf '%-5s PASSED   %s; %s skipped' "$name" "$line" "$skipped")")
+    summary+=("$(printf '%-9s PASSED   %4ss  %s; %s skipped' "$name" $((SECONDS - start)) "$line" \
+                 "$skipped")")
   else
     local line=""
     [ "$step" = test ] && line=$(grep -E 'tests failed out of' "$log" | tail -1 || true)
-    summary+=("$(printf '%-5s FAILED   at %s %s' "$name" "$step" "$line")")
+    summary+=("$(printf '%-9s FAILED   %4ss  at %s %s' "$name" $((SECONDS - start)) "$step" \
+                 "$line")")
     status=1
   fi
 }
@@ -54,26 +66,35 @@ run_preset() {
 perf_args=()
 [ -f perf/CMakeLists.txt ] || perf_args=(-DROPEKV_BUILD_PERF=OFF)
 
+skip() { summary+=("$(printf '%-9s SKIPPED  %s' "$1" "$2")"); }
+total_start=$SECONDS
+
 run_preset host
 
 if ! command -v nvcc >/dev/null 2>&1; then
-  summary+=("$(printf '%-5s SKIPPED  nvcc not on PATH' cuda)")
+  skip cuda "nvcc not on PATH"
+  skip cuda-only "nvcc not on PATH"
 elif [ ! -f cuda/CMakeLists.txt ]; then
-  summary+=("$(printf '%-5s SKIPPED  no cuda/CMakeLists.txt in this checkout' cuda)")
+  skip cuda "no cuda/CMakeLists.txt in this checkout"
+  skip cuda-only "no cuda/CMakeLists.txt in this checkout"
 else
   run_preset cuda ${perf_args[@]+"${perf_args[@]}"}
+  run_preset cuda-only
 fi
 
 if ! command -v hipcc >/dev/null 2>&1 && ! command -v clang++-15 >/dev/null 2>&1; then
-  summary+=("$(printf '%-5s SKIPPED  neither hipcc nor clang++-15 found' hip)")
+  skip hip "neither hipcc nor clang++-15 found"
+  skip hip-only "neither hipcc nor clang++-15 found"
 elif [ ! -f hip/CMakeLists.txt ]; then
-  summary+=("$(printf '%-5s SKIPPED  no hip/CMakeLists.txt in this checkout' hip)")
+  skip hip "no hip/CMakeLists.txt in this checkout"
+  skip hip-only "no hip/CMakeLists.txt in this checkout"
 else
   run_preset hip
+  run_preset hip-only
 fi
 
 echo
-echo "==================== ropekv test summary (ctest logs in $logdir/)"
+echo "==================== ropekv test summary, $((SECONDS - total_start)) s (ctest logs in $logdir/)"
 for s in "${summary[@]}"; do echo "$s"; done
 [ "$status" -eq 0 ] && echo "ALL PASSED" || echo "SOME BUILD FAILED"
 exit "$status"

@@ -22,8 +22,14 @@ using namespace ropekv;
 #define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
 
 bool have_cuda() { return backend_available(Backend::kCuda); }
-#define SKIP_WITHOUT_CUDA() \
-  if (!have_cuda()) GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)"
+// Every test here compares with the host backend: it skips without either.
+#define SKIP_WITHOUT_CUDA()                                                                      \
+  do {                                                                                           \
+    if (!have_cuda()) GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)"; \
+    if (!backend_compiled(Backend::kHost))                                                       \
+      GTEST_SKIP() << "compares with the host backend, which this build lacks "                  \
+                      "(ROPEKV_ENABLE_KOKKOS=OFF): skipped (not passed)";                        \
+  } while (0)
 
 std::uint16_t bf16(float f) {
   std::uint32_t u;

@@ -2,7 +2,7 @@
 // validate() and run().
 #include "ropekv/ropekv.hpp"
 
-#include <initializer_list>
+#include <atomic>
 
 #include "backends/backend.hpp"
 #include "detail/lower.hpp"
@@ -123,9 +123,8 @@ TensorView view4(void* base, DType dtype, std::int64_t offset, const std::int64_
   return make_strided(offset_elems(base, dtype, offset), dtype, 4, e, s);
 }
 
-TensorView view3(void* base, DType dtype, std::int64_t offset, std::int64_t nnz,
-                 std::int64_t heads, std::int64_t len, std::int64_t token_stride,
-                 std::int64_t head_stride) {
+TensorView view3(void* base, DType dtype, std::int64_t offset, std::int64_t nnz, std::int64_t heads,
+                 std::int64_t len, std::int64_t token_stride, std::int64_t head_stride) {
   if (len == 0) return TensorView{};
   const std::int64_t e[3] = {nnz, heads, len};
   const std::int64_t s[3] = {token_stride, head_stride, 1};
@@ -146,8 +145,8 @@ KvCacheViews kv_views(void* k_base, void* v_base, DType dtype, const std::int64_
 }  // namespace
 
 QkvViews fused_qkv_views(void* qkv, DType dtype, std::int64_t nnz, std::int64_t num_q_heads,
-                         std::int64_t num_kv_heads, std::int64_t head_dim,
-                         std::int64_t rotary_dim, std::int64_t token_stride) noexcept {
+                         std::int64_t num_kv_heads, std::int64_t head_dim, std::int64_t rotary_dim,
+                         std::int64_t token_stride) noexcept {
   const std::int64_t ts =
       token_stride > 0 ? token_stride : (num_q_heads + 2 * num_kv_heads) * head_dim;
   const std::int64_t k_off = num_q_heads * head_dim;
@@ -172,8 +171,8 @@ HeadViews split_heads(void* data, DType dtype, std::int64_t nnz, std::int64_t nu
 }
 
 KvCacheViews nhd_kv_cache(void* k_cache, void* v_cache, DType dtype, std::int64_t num_pages,
-                          std::int64_t page_size, std::int64_t num_kv_heads,
-                          std::int64_t head_dim, std::int64_t rotary_dim) noexcept {
+                          std::int64_t page_size, std::int64_t num_kv_heads, std::int64_t head_dim,
+                          std::int64_t rotary_dim) noexcept {
   const std::int64_t ext[3] = {num_pages, page_size, num_kv_heads};
   const std::int64_t str[3] = {page_size * num_kv_heads * head_dim, num_kv_heads * head_dim,
                                head_dim};
@@ -181,11 +180,10 @@ KvCacheViews nhd_kv_cache(void* k_cache, void* v_cache, DType dtype, std::int64_
 }
 
 KvCacheViews hnd_kv_cache(void* k_cache, void* v_cache, DType dtype, std::int64_t num_pages,
-                          std::int64_t page_size, std::int64_t num_kv_heads,
-                          std::int64_t head_dim, std::int64_t rotary_dim) noexcept {
+                          std::int64_t page_size, std::int64_t num_kv_heads, std::int64_t head_dim,
+                          std::int64_t rotary_dim) noexcept {
   const std::int64_t ext[3] = {num_pages, page_size, num_kv_heads};
-  const std::int64_t str[3] = {page_size * num_kv_heads * head_dim, head_dim,
-                               page_size * head_dim};
+  const std::int64_t str[3] = {page_size * num_kv_heads * head_dim, head_dim, page_size * head_dim};
   return kv_views(k_cache, v_cache, dtype, ext, str, head_dim, rotary_dim);
 }
 
@@ -195,8 +193,7 @@ KvCacheViews stacked_kv_cache(void* cache, StackOrder order, DType dtype, std::i
   const std::int64_t block = page_size * num_kv_heads * head_dim;  // one page of K (or V)
   const bool page_major = order == StackOrder::kPageMajor;
   const std::int64_t ext[3] = {num_pages, page_size, num_kv_heads};
-  const std::int64_t str[3] = {page_major ? 2 * block : block, num_kv_heads * head_dim,
-                               head_dim};
+  const std::int64_t str[3] = {page_major ? 2 * block : block, num_kv_heads * head_dim, head_dim};
   const std::int64_t v_offset = page_major ? block : num_pages * block;
   return kv_views(cache, offset_elems(cache, dtype, v_offset), dtype, ext, str, head_dim,
                   rotary_dim);
@@ -226,43 +223,111 @@ KvCacheViews mla_cache_split(void* ckv, void* kpe, DType dtype, std::int64_t num
   return c;
 }
 
-// ------------------------------------------------------------------ backends
-bool backend_compiled(Backend backend) noexcept {
-  return detail::find_backend(backend) != nullptr;
+HeadViews mla_query_views(void* q, DType dtype, std::int64_t nnz, std::int64_t num_heads,
+                          std::int64_t nope_dim, std::int64_t rope_dim,
+                          std::int64_t token_stride) noexcept {
+  const std::int64_t head = nope_dim + rope_dim;
+  const std::int64_t ts = token_stride > 0 ? token_stride : num_heads * head;
+  HeadViews h;
+  h.nope = view3(q, dtype, 0, nnz, num_heads, nope_dim, ts, head);
+  h.rope = view3(q, dtype, nope_dim, nnz, num_heads, rope_dim, ts, head);
+  return h;
 }
+
+HeadViews mla_key_views(void* k_latent, void* k_rope, DType dtype, std::int64_t nnz,
+                        std::int64_t latent_dim, std::int64_t rope_dim,
+                        std::int64_t latent_token_stride, std::int64_t rope_token_stride) noexcept {
+  // One kv head: the head stride is never stepped, the row length will do.
+  HeadViews h;
+  h.nope = view3(k_latent, dtype, 0, nnz, 1, latent_dim,
+                 latent_token_stride > 0 ? latent_token_stride : latent_dim, latent_dim);
+  h.rope = view3(k_rope, dtype, 0, nnz, 1, rope_dim,
+                 rope_token_stride > 0 ? rope_token_stride : rope_dim, rope_dim);
+  return h;
+}
+
+// ------------------------------------------------------------------ addressing
+CacheIndex slot_mapping_index(const void* slot_mapping, DType dtype, std::int64_t nnz) noexcept {
+  CacheIndex ci;
+  ci.form = Addressing::kSlotMapping;
+  ci.slot_mapping = make_vector(const_cast<void*>(slot_mapping), dtype, nnz);
+  return ci;
+}
+
+CacheIndex page_table_index(const void* kv_indices, DType kv_indices_dtype,
+                            std::int64_t num_kv_indices, const void* kv_indptr,
+                            DType kv_indptr_dtype, std::int64_t kv_indptr_length,
+                            const void* batch_indices, DType batch_indices_dtype,
+                            const void* kv_positions, DType kv_positions_dtype,
+                            std::int64_t nnz) noexcept {
+  CacheIndex ci;
+  ci.form = Addressing::kPageTable;
+  ci.kv_indices = make_vector(const_cast<void*>(kv_indices), kv_indices_dtype, num_kv_indices);
+  ci.kv_indptr = make_vector(const_cast<void*>(kv_indptr), kv_indptr_dtype, kv_indptr_length);
+  ci.batch_indices = make_vector(const_cast<void*>(batch_indices), batch_indices_dtype, nnz);
+  ci.kv_positions = make_vector(const_cast<void*>(kv_positions), kv_positions_dtype, nnz);
+  return ci;
+}
+
+// ------------------------------------------------------------------ backends
+namespace {
+
+// Whether each backend has a device, asked once per process: a CUDA or HIP
+// process sees a fixed set of devices from its first runtime call on, so
+// run() need not pay a device-count query per call. Atomics: concurrent
+// first calls may each ask, and store the same answer.
+constexpr int kNumBackends = 4;  // Backend values 0..3
+std::atomic<signed char> g_has_device[kNumBackends] = {{-1}, {-1}, {-1}, {-1}};
+
+bool has_device(const detail::BackendOps& ops) noexcept {
+  std::atomic<signed char>& known = g_has_device[static_cast<int>(ops.id)];
+  signed char v = known.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = ops.available() ? 1 : 0;
+    known.store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
+constexpr Backend kAutoOrder[] = {Backend::kCuda, Backend::kHip, Backend::kHost};
+
+}  // namespace
+
+bool backend_compiled(Backend backend) noexcept { return detail::find_backend(backend) != nullptr; }
 
 bool backend_available(Backend backend) noexcept {
   const detail::BackendOps* ops = detail::find_backend(backend);
-  return ops != nullptr && ops->available();
+  return ops != nullptr && has_device(*ops);
 }
 
 Backend resolve_backend(Backend backend) noexcept {
   if (backend != Backend::kAuto) return backend;
-  for (Backend b : {Backend::kCuda, Backend::kHip, Backend::kHost}) {
+  for (Backend b : kAutoOrder)
     if (backend_available(b)) return b;
-  }
+  // No backend can run: the first compiled one, whose run() then reports
+  // "no device" (and whose validate() still runs every rule).
+  for (Backend b : kAutoOrder)
+    if (backend_compiled(b)) return b;
   return Backend::kHost;
 }
 
 namespace {
 
-Result select(Backend requested, const detail::BackendOps** ops) {
-  if (requested != Backend::kAuto && requested != Backend::kHost &&
-      requested != Backend::kCuda && requested != Backend::kHip)
+// The backend a call goes to: kAuto resolved, compiled in. Whether it has a
+// device is run()'s concern alone.
+Result select(Backend requested, const detail::BackendOps** ops) noexcept {
+  if (requested != Backend::kAuto && requested != Backend::kHost && requested != Backend::kCuda &&
+      requested != Backend::kHip)
     return detail::make_result(Status::kErrorInvalidArgument,
                                "backend must be kAuto, kHost, kCuda or kHip, got %d",
                                static_cast<int>(requested));
   const Backend b = resolve_backend(requested);
   *ops = detail::find_backend(b);
   if (*ops == nullptr)
-    return detail::make_result(Status::kErrorBackendNotCompiled,
-                               "backend %s is not compiled into this build of ropekv "
-                               "(configure with ROPEKV_ENABLE_%s=ON)",
-                               to_string(b),
-                               b == Backend::kHost ? "KOKKOS" : (b == Backend::kCuda ? "CUDA" : "HIP"));
-  if (!(*ops)->available())
-    return detail::make_result(Status::kErrorNoDevice, "backend %s has no device",
-                               to_string(b));
+    return detail::make_result(
+        Status::kErrorBackendNotCompiled,
+        "backend %s is not compiled into this build of ropekv (configure with ROPEKV_ENABLE_%s=ON)",
+        to_string(b), b == Backend::kHost ? "KOKKOS" : (b == Backend::kCuda ? "CUDA" : "HIP"));
   return Result{};
 }
 
@@ -282,7 +347,13 @@ Result run(const Arguments& args, Backend backend) noexcept {
   if (!r.ok()) return r;
   detail::LaunchParams p;
   r = detail::lower(args, &p);
-  if (!r.ok() || p.nnz == 0) return r;
+  if (!r.ok()) return r;
+  // After the rules, so that run() and validate() report the same error for
+  // bad arguments whether or not a device is present.
+  if (!has_device(*ops))
+    return detail::make_result(Status::kErrorNoDevice, "backend %s has no device",
+                               to_string(ops->id));
+  if (p.nnz == 0) return r;
   return ops->launch(p);
 }
 

@@ -1,12 +1,18 @@
 // A user's program: includes the one public header, links ropekv::ropekv,
 // prints the backends of this build of ropekv, validates one small valid call
-// (host memory), checks that a broken call is rejected with a message, and
-// runs the valid call on the host backend when it is compiled.
-// Exit status 0 on success, 1 on any failure.
+// (host memory) on the host backend, or on the device backend of a build
+// without one (validation needs no device), checks that a broken call is
+// rejected with a message, and runs the valid call on the host backend when it
+// is compiled (else checks that run() on a device backend without a device
+// says so). Exit status 0 on success, 1 on any failure.
 #include <cstdint>
 #include <cstdio>
 #include <ropekv/ropekv.hpp>
 #include <vector>
+
+#if defined(ROPEKV_CONSUMER_CUDA)
+int consumer_cuda_runtime_version();  // cuda_part.cu: the consumer's own CUDA code
+#endif
 
 namespace {
 
@@ -30,6 +36,9 @@ int main() {
     if (backend_compiled(b))
       std::printf(" %s%s", to_string(b), backend_available(b) ? "" : "(no device)");
   std::printf("\n");
+#if defined(ROPEKV_CONSUMER_CUDA)
+  std::printf("consumer's own CUDA code: runtime version %d\n", consumer_cuda_runtime_version());
+#endif
   // The generated header and the library agree on what was built.
   if (backend_compiled(Backend::kHost) != (ROPEKV_ENABLE_KOKKOS != 0) ||
       backend_compiled(Backend::kCuda) != (ROPEKV_ENABLE_CUDA != 0) ||
@@ -81,6 +90,11 @@ int main() {
   res = validate(bad, target);
   check(res.status == Status::kErrorInvalidScale && res.message[0] != '\0',
         "validate(k_scale = -1) is rejected", res);
+
+  if (!host && !backend_available(target)) {
+    res = run(a, target);
+    check(res.status == Status::kErrorNoDevice, "run(valid call) without a device: no device", res);
+  }
 
   if (host) {
     res = run(a, Backend::kHost);

@@ -3,7 +3,7 @@
 // The one header a user includes. It names no vendor or Kokkos type: device
 // streams travel as `void*`, tensors as non-owning strided views.
 //
-// Contract: ../shared/notes/SPEC.md (summarised in README.md).
+// The contract (shapes, math, addressing, errors) is summarised in README.md.
 #pragma once
 
 #include <cstddef>
@@ -77,8 +77,7 @@ struct TensorView {
 TensorView make_contiguous(void* data, DType dtype, std::int32_t rank,
                            const std::int64_t* extents) noexcept;
 // Strided view: `rank` extents and strides (elements).
-TensorView make_strided(void* data, DType dtype, std::int32_t rank,
-                        const std::int64_t* extents,
+TensorView make_strided(void* data, DType dtype, std::int32_t rank, const std::int64_t* extents,
                         const std::int64_t* strides) noexcept;
 // 1-D contiguous view (index arrays, positions).
 TensorView make_vector(void* data, DType dtype, std::int64_t n) noexcept;
@@ -105,8 +104,16 @@ enum class Addressing : std::int32_t {
 struct Scale {
   float value = 1.0f;
   const float* device = nullptr;  // when set, `value` is ignored
-  static Scale host(float v) noexcept { Scale s; s.value = v; return s; }
-  static Scale on_device(const float* p) noexcept { Scale s; s.device = p; return s; }
+  static Scale host(float v) noexcept {
+    Scale s;
+    s.value = v;
+    return s;
+  }
+  static Scale on_device(const float* p) noexcept {
+    Scale s;
+    s.device = p;
+    return s;
+  }
 };
 
 // Where each token's key and value go.
@@ -182,17 +189,23 @@ enum class Backend : std::int32_t {
 };
 const char* to_string(Backend backend) noexcept;
 bool backend_compiled(Backend backend) noexcept;
-// Compiled and, for device backends, a device is present.
+// Compiled and, for device backends, a device is present. The device query is
+// made once per process and remembered (a process's device set is fixed).
 bool backend_available(Backend backend) noexcept;
-// kAuto -> the backend it picks; a concrete backend -> itself.
+// kAuto -> the backend it picks: the first available of CUDA, HIP, host, else
+// the first compiled of them (whose run() then reports kErrorNoDevice); a
+// concrete backend -> itself.
 Backend resolve_backend(Backend backend) noexcept;
 
-// Validate only (a can_implement): runs every host-side rule, launches nothing.
+// Validate only (a can_implement): runs every host-side rule, launches
+// nothing, needs no device. The backend must be compiled in; whether it has
+// a device is not checked (validation runs on a build machine without a GPU).
 Result validate(const Arguments& args, Backend backend = Backend::kAuto) noexcept;
-// Validate, then run on the backend (asynchronously on `stream` for devices).
-// Nothing is written when validation fails; nnz == 0 is a successful no-op.
-// Safe inside CUDA graph capture: no allocation, no synchronisation, no host
-// read of device data.
+// Validate, check that the backend has a device (kErrorNoDevice), then run
+// (asynchronously on `stream` for devices). For bad arguments run() returns
+// what validate() returns, device or not. Nothing is written when it fails;
+// nnz == 0 is a successful no-op. Safe inside CUDA graph capture: no
+// allocation, no synchronisation, no host read of device data.
 Result run(const Arguments& args, Backend backend = Backend::kAuto) noexcept;
 
 // ---------------------------------------------------------------- layouts
@@ -206,8 +219,8 @@ struct QkvViews {
 // Views into one fused QKV projection output [nnz, (Hq + 2*Hk) * D], rows
 // `token_stride` elements apart (0 = packed).
 QkvViews fused_qkv_views(void* qkv, DType dtype, std::int64_t nnz, std::int64_t num_q_heads,
-                         std::int64_t num_kv_heads, std::int64_t head_dim,
-                         std::int64_t rotary_dim, std::int64_t token_stride = 0) noexcept;
+                         std::int64_t num_kv_heads, std::int64_t head_dim, std::int64_t rotary_dim,
+                         std::int64_t token_stride = 0) noexcept;
 
 struct HeadViews {
   TensorView rope, nope;
@@ -222,20 +235,19 @@ struct KvCacheViews {
 };
 // NHD: separate K and V buffers, each [P, ps, Hk, D].
 KvCacheViews nhd_kv_cache(void* k_cache, void* v_cache, DType dtype, std::int64_t num_pages,
-                          std::int64_t page_size, std::int64_t num_kv_heads,
-                          std::int64_t head_dim, std::int64_t rotary_dim) noexcept;
+                          std::int64_t page_size, std::int64_t num_kv_heads, std::int64_t head_dim,
+                          std::int64_t rotary_dim) noexcept;
 // HND: separate K and V buffers, each [P, Hk, ps, D].
 KvCacheViews hnd_kv_cache(void* k_cache, void* v_cache, DType dtype, std::int64_t num_pages,
-                          std::int64_t page_size, std::int64_t num_kv_heads,
-                          std::int64_t head_dim, std::int64_t rotary_dim) noexcept;
+                          std::int64_t page_size, std::int64_t num_kv_heads, std::int64_t head_dim,
+                          std::int64_t rotary_dim) noexcept;
 // Stacked K/V in one buffer: kPageMajor = [P, 2, ps, Hk, D] (FlashInfer's
 // paged layout, vLLM FlashInfer backend), kKvMajor = [2, P, ps, Hk, D]
 // (vLLM's flash-attention backend).
 enum class StackOrder : std::int32_t { kPageMajor = 0, kKvMajor = 1 };
-KvCacheViews stacked_kv_cache(void* cache, StackOrder order, DType dtype,
-                              std::int64_t num_pages, std::int64_t page_size,
-                              std::int64_t num_kv_heads, std::int64_t head_dim,
-                              std::int64_t rotary_dim) noexcept;
+KvCacheViews stacked_kv_cache(void* cache, StackOrder order, DType dtype, std::int64_t num_pages,
+                              std::int64_t page_size, std::int64_t num_kv_heads,
+                              std::int64_t head_dim, std::int64_t rotary_dim) noexcept;
 // MLA, vLLM: one buffer [P, ps, latent + rope], each entry [latent | rope].
 KvCacheViews mla_cache_single(void* cache, DType dtype, std::int64_t num_pages,
                               std::int64_t page_size, std::int64_t latent_dim,
@@ -244,5 +256,40 @@ KvCacheViews mla_cache_single(void* cache, DType dtype, std::int64_t num_pages,
 KvCacheViews mla_cache_split(void* ckv, void* kpe, DType dtype, std::int64_t num_pages,
                              std::int64_t page_size, std::int64_t latent_dim,
                              std::int64_t rope_dim) noexcept;
+
+// MLA (DeepSeek) query [nnz, H, nope + rope]: each head holds its non-rotary
+// part FIRST, then its rotary part, as DeepSeek and vLLM lay it out (e.g. the
+// decode query [ql_nope | q_pe], whose nope part, after absorption, has the
+// latent dim: the op needs N == the key's latent dim). Rows `token_stride`
+// elements apart (0 = packed, H * (nope + rope)). For the query input and the
+// query output alike.
+HeadViews mla_query_views(void* q, DType dtype, std::int64_t nnz, std::int64_t num_heads,
+                          std::int64_t nope_dim, std::int64_t rope_dim,
+                          std::int64_t token_stride = 0) noexcept;
+// MLA key inputs: the latent kv_c (normed) [nnz, latent] and the rotary k_pe
+// [nnz, rope], each with its own row stride in elements (0 = packed). Often
+// both are views into one kv_a projection output [nnz, latent + rope]:
+// k_latent = kv_a, k_rope = kv_a + latent, both strides latent + rope.
+// Returns rope = [nnz, 1, rope] and nope = [nnz, 1, latent] (Hk = 1).
+HeadViews mla_key_views(void* k_latent, void* k_rope, DType dtype, std::int64_t nnz,
+                        std::int64_t latent_dim, std::int64_t rope_dim,
+                        std::int64_t latent_token_stride = 0,
+                        std::int64_t rope_token_stride = 0) noexcept;
+
+// ---------------------------------------------------------------- addressing
+// Slot mapping (vLLM): `nnz` slots, int32 or int64; slot < 0 marks padding.
+CacheIndex slot_mapping_index(const void* slot_mapping, DType dtype, std::int64_t nnz) noexcept;
+// Page table (FlashInfer/SGLang), each array int32 or int64 with its own dtype:
+// kv_indices [num_kv_indices] (the pages of all sequences, back to back),
+// kv_indptr [kv_indptr_length = batch + 1] (sequence b's pages are
+// kv_indices[kv_indptr[b] .. kv_indptr[b + 1])), and per token
+// batch_indices [nnz] (< 0 marks padding) and kv_positions [nnz] (the
+// token's position in its sequence; often the RoPE positions).
+CacheIndex page_table_index(const void* kv_indices, DType kv_indices_dtype,
+                            std::int64_t num_kv_indices, const void* kv_indptr,
+                            DType kv_indptr_dtype, std::int64_t kv_indptr_length,
+                            const void* batch_indices, DType batch_indices_dtype,
+                            const void* kv_positions, DType kv_positions_dtype,
+                            std::int64_t nnz) noexcept;
 
 }  // namespace ropekv
