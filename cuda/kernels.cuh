@@ -160,16 +160,18 @@ struct ShapeOf {
   }
 };
 
-// The three divisors of a launch (value / scale for FP8 outputs), made once
-// per thread: a device scale is read after the dependency wait.
+// The three scale divisors of a launch (FP8 outputs; each scale with its
+// convention, see make_divisor), made once per thread: a device scale is
+// read after the dependency wait. Lowering leaves a pointer null where its
+// scale is not read.
 struct Divisors {
   ScaleDivisor q, k, v;
 };
 __device__ __forceinline__ Divisors load_divisors(const LaunchParams& p) {
   Divisors d;
-  d.q = make_divisor(p.q_scale_ptr != nullptr ? *p.q_scale_ptr : p.q_scale);
-  d.k = make_divisor(p.k_scale_ptr != nullptr ? *p.k_scale_ptr : p.k_scale);
-  d.v = make_divisor(p.v_scale_ptr != nullptr ? *p.v_scale_ptr : p.v_scale);
+  d.q = make_divisor(p.q_scale_ptr != nullptr ? *p.q_scale_ptr : p.q_scale, p.q_scale_convention);
+  d.k = make_divisor(p.k_scale_ptr != nullptr ? *p.k_scale_ptr : p.k_scale, p.k_scale_convention);
+  d.v = make_divisor(p.v_scale_ptr != nullptr ? *p.v_scale_ptr : p.v_scale, p.v_scale_convention);
   return d;
 }
 
