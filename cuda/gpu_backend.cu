@@ -261,9 +261,12 @@ DecodeParams decode_params(const LaunchParams& p, const VecGeometry& g) {
   d.cos_row_bytes = p.cos_row_stride * p.cos_size;
   d.style = p.style;
   d.num_q_heads = std::uint32_t(p.num_q_heads);
-  d.div[0] = make_divisor(p.q_scale);
-  d.div[1] = make_divisor(p.k_scale);
-  d.div[2] = make_divisor(p.v_scale);
+  d.div[0] = make_divisor(p.q_scale, p.q_scale_convention);
+  d.div[1] = make_divisor(p.k_scale, p.k_scale_convention);
+  d.div[2] = make_divisor(p.v_scale, p.v_scale_convention);
+  d.convention[0] = p.q_scale_convention;
+  d.convention[1] = p.k_scale_convention;
+  d.convention[2] = p.v_scale_convention;
   d.scale_ptr[0] = p.q_scale_ptr;
   d.scale_ptr[1] = p.k_scale_ptr;
   d.scale_ptr[2] = p.v_scale_ptr;

@@ -180,16 +180,18 @@ struct ShapeOf {
   }
 };
 
-// The three divisors of a launch (value / scale for FP8 outputs), made once
-// per thread: a device scale is read after the dependency wait.
+// The three scale divisors of a launch (FP8 outputs; each scale with its
+// convention, see make_divisor), made once per thread: a device scale is
+// read after the dependency wait. Lowering leaves a pointer null where its
+// scale is not read.
 struct Divisors {
   ScaleDivisor q, k, v;
 };
 __device__ __forceinline__ Divisors load_divisors(const LaunchParams& p) {
   Divisors d;
-  d.q = make_divisor(p.q_scale_ptr != nullptr ? *p.q_scale_ptr : p.q_scale);
-  d.k = make_divisor(p.k_scale_ptr != nullptr ? *p.k_scale_ptr : p.k_scale);
-  d.v = make_divisor(p.v_scale_ptr != nullptr ? *p.v_scale_ptr : p.v_scale);
+  d.q = make_divisor(p.q_scale_ptr != nullptr ? *p.q_scale_ptr : p.q_scale, p.q_scale_convention);
+  d.k = make_divisor(p.k_scale_ptr != nullptr ? *p.k_scale_ptr : p.k_scale, p.k_scale_convention);
+  d.v = make_divisor(p.v_scale_ptr != nullptr ? *p.v_scale_ptr : p.v_scale, p.v_scale_convention);
   return d;
 }
 
@@ -635,8 +637,9 @@ struct DecodeParams {
   std::int64_t cos_row_bytes = 0;
   RopeStyle style = RopeStyle::kNeox;
   std::uint32_t num_q_heads = 0;
-  ScaleDivisor div[3] = {};           // host scales, made on the host
+  ScaleDivisor div[3] = {};           // host scales (q, k, v), made on the host
   const float* scale_ptr[3] = {};     // device scales (null: use div)
+  ScaleConvention convention[3] = {};  // of the device scales
   VecGeometry g = {};
   // Per row part (kRotQ .. kValue): its input rows (2-byte elements, token
   // and head strides) and where its output rows are (1-byte elements), with
@@ -752,7 +755,8 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
   if (rotary && pos_ok)
     load_unit_cos<Cos>(p.style, S::rot_half(p.g), p.cos_sin + ix.pos * p.cos_row_bytes, r.sub, cv,
                        sv);
-  if (scale_ptr != nullptr) div = make_divisor(dev_scale);  // while the cos/sin loads fly
+  if (scale_ptr != nullptr)  // while the cos/sin loads fly
+    div = make_divisor(dev_scale, param_at(p.convention, which));
   const TokenPlan plan = decode_plan<kForm>(p, ix);
   if (!plan.write) {
     if (plan.bad && u == 0 && p.skipped_tokens != nullptr) atomicAdd(p.skipped_tokens, 1ull);

@@ -136,16 +136,14 @@ struct Divisors {
 };
 
 // Token t with its plan and the plan of token t + 1 (`next`, not written
-// when t is the last token), both resolved once by fast_range.
+// when t is the last token), both resolved once by fast_range. Tokens that
+// checked mode skips are counted by the caller (see host_launch).
 template <DType In, DType Out, RopeStyle Style, int R>
 ROPEKV_HOST_INLINE void fast_token(const LaunchParams& p, const Divisors& d, std::int64_t t,
                                    const TokenPlan& plan, const TokenPlan& next) {
   using I = typename Format<In>::storage;
   using O = typename Format<Out>::storage;
-  if (!plan.write) {
-    if (plan.bad && p.skipped_tokens != nullptr) Kokkos::atomic_add(p.skipped_tokens, 1ull);
-    return;
-  }
+  if (!plan.write) return;
 #if defined(__GNUC__) || defined(__clang__)
   // Decode batches scatter tokens over random pages: ask for the next
   // token's cache lines now (with intent to write) so that their misses
@@ -212,41 +210,45 @@ ROPEKV_HOST_INLINE void fast_token(const LaunchParams& p, const Divisors& d, std
 }
 
 // Tokens [t0, t1) of the fast path: each token's plan is resolved once and
-// handed to the token before it too (for its prefetch).
+// handed to the token before it too (for its prefetch). Returns the number
+// of tokens checked mode skipped.
 template <DType In, DType Out, RopeStyle Style, int R>
-ROPEKV_HOST_INLINE void fast_range(const LaunchParams& p, const Divisors& d, std::int64_t t0,
-                                   std::int64_t t1) {
-  if (t0 >= t1) return;
+ROPEKV_HOST_INLINE std::int64_t fast_range(const LaunchParams& p, const Divisors& d,
+                                           std::int64_t t0, std::int64_t t1) {
+  if (t0 >= t1) return 0;
+  std::int64_t bad = 0;
   TokenPlan plan = plan_token(p, t0);
   for (std::int64_t t = t0; t < t1; ++t) {
     const TokenPlan next = t + 1 < p.nnz ? plan_token(p, t + 1) : TokenPlan{};
     fast_token<In, Out, Style, R>(p, d, t, plan, next);
+    bad += plan.bad ? 1 : 0;
     plan = next;
   }
+  return bad;
 }
 
 // Tokens [t0, t1) of the fast path, in one ISA-compiled function: no call
 // per token or per row.
-using RangeFn = void (*)(const LaunchParams& p, const Divisors& d, std::int64_t t0,
-                         std::int64_t t1);
+using RangeFn = std::int64_t (*)(const LaunchParams& p, const Divisors& d, std::int64_t t0,
+                                 std::int64_t t1);
 
 // ---------------------------------------------------------------- instruction sets
 // Each struct holds out-of-line row functions compiled for one instruction
 // set; `flatten` inlines the row body and the whole element math into them.
-#define ROPEKV_HOST_ROW_FNS(TARGET)                                                        \
-  template <DType In, DType Out, DType Cos>                                                \
-  TARGET static void rope(const void* x, void* y, const void* cs, std::int64_t rotary_dim, \
-                          RopeStyle style, ScaleDivisor scale) {                           \
-    rope_row<In, Out, Cos>(x, y, cs, rotary_dim, style, scale);                            \
-  }                                                                                        \
-  template <DType In, DType Out>                                                           \
-  TARGET static void copy(const void* x, void* y, std::int64_t n, ScaleDivisor scale) {    \
-    copy_row<In, Out>(x, y, n, scale);                                                     \
-  }                                                                                        \
-  template <DType In, DType Out, RopeStyle Style, int R>                                   \
-  TARGET static void tokens(const LaunchParams& p, const Divisors& d, std::int64_t t0,     \
-                            std::int64_t t1) {                                             \
-    fast_range<In, Out, Style, R>(p, d, t0, t1);                                           \
+#define ROPEKV_HOST_ROW_FNS(TARGET)                                                            \
+  template <DType In, DType Out, DType Cos>                                                    \
+  TARGET static void rope(const void* x, void* y, const void* cs, std::int64_t rotary_dim,     \
+                          RopeStyle style, ScaleDivisor scale) {                               \
+    rope_row<In, Out, Cos>(x, y, cs, rotary_dim, style, scale);                                \
+  }                                                                                            \
+  template <DType In, DType Out>                                                               \
+  TARGET static void copy(const void* x, void* y, std::int64_t n, ScaleDivisor scale) {        \
+    copy_row<In, Out>(x, y, n, scale);                                                         \
+  }                                                                                            \
+  template <DType In, DType Out, RopeStyle Style, int R>                                       \
+  TARGET static std::int64_t tokens(const LaunchParams& p, const Divisors& d, std::int64_t t0, \
+                                    std::int64_t t1) {                                         \
+    return fast_range<In, Out, Style, R>(p, d, t0, t1);                                        \
   }
 
 // kFastPath: whether the fast token path is instantiated for this set (not for
@@ -385,14 +387,12 @@ const char* elem(const char* base, std::int64_t elem_size, std::int64_t offset) 
   return base + offset * elem_size;
 }
 
-// Runs one token: every q head, every k head, every v head.
-void run_token(const LaunchParams& p, const RowFns& fns, ScaleDivisor qs, ScaleDivisor ks,
+// Runs one token: every q head, every k head, every v head. Returns whether
+// checked mode skipped it.
+bool run_token(const LaunchParams& p, const RowFns& fns, ScaleDivisor qs, ScaleDivisor ks,
                ScaleDivisor vs, std::int64_t t) {
   const TokenPlan plan = plan_token(p, t);
-  if (!plan.write) {
-    if (plan.bad && p.skipped_tokens != nullptr) Kokkos::atomic_add(p.skipped_tokens, 1ull);
-    return;
-  }
+  if (!plan.write) return plan.bad;
   const char* cs = elem(p.cos_sin, p.cos_size, plan.pos * p.cos_row_stride);
   const std::int64_t in = p.in_size;
   for (std::int64_t h = 0; h < p.num_q_heads; ++h) {
@@ -423,6 +423,7 @@ void run_token(const LaunchParams& p, const RowFns& fns, ScaleDivisor qs, ScaleD
           elem(p.v_cache.data, cd, cache_offset(plan.page, plan.entry, h, p.v_cache.stride)),
           p.v_dim, vs);
   }
+  return false;
 }
 
 // The library initialises Kokkos on first use when the application has not,
@@ -448,8 +449,9 @@ bool host_available() noexcept { return true; }
 // into chunks of consecutive tokens run by std::threads, one per CPU the
 // process may use. Each token is computed by the same code whatever thread runs it,
 // and distinct tokens write distinct outputs (validation rejects overlapping
-// outputs; two tokens with the same cache slot race on any backend), so the
-// results are the same bits for any thread count. With a Kokkos whose host
+// outputs), so the results are the same bits for any thread count, in calls
+// where no two tokens address one cache entry (a caller error: such an
+// entry then holds bytes each written by one of those tokens). With a Kokkos whose host
 // space is parallel (OpenMP, Threads) Kokkos does the splitting instead.
 
 // Threads a large call uses when Kokkos' host space is serial:
@@ -483,14 +485,13 @@ double model_bytes(const LaunchParams& p) {
   return per_token * double(p.nnz);
 }
 
-// Runs tokens [t0, t1) of one call.
-void run_range(const LaunchParams& p, const Kernel& kernel, const Divisors& d, std::int64_t t0,
-               std::int64_t t1) {
-  if (kernel.range != nullptr) {
-    kernel.range(p, d, t0, t1);
-  } else {
-    for (std::int64_t t = t0; t < t1; ++t) run_token(p, kernel.rows, d.q, d.k, d.v, t);
-  }
+// Runs tokens [t0, t1) of one call; returns how many checked mode skipped.
+std::int64_t run_range(const LaunchParams& p, const Kernel& kernel, const Divisors& d,
+                       std::int64_t t0, std::int64_t t1) {
+  if (kernel.range != nullptr) return kernel.range(p, d, t0, t1);
+  std::int64_t bad = 0;
+  for (std::int64_t t = t0; t < t1; ++t) bad += run_token(p, kernel.rows, d.q, d.k, d.v, t) ? 1 : 0;
+  return bad;
 }
 
 Result host_launch(const LaunchParams& p) noexcept {
@@ -498,10 +499,19 @@ Result host_launch(const LaunchParams& p) noexcept {
     ensure_kokkos();
     const Kernel kernel = select_kernel_for_cpu(p);
     Divisors d;
-    d.q = make_divisor(p.q_scale_ptr ? *p.q_scale_ptr : p.q_scale);
-    d.k = make_divisor(p.k_scale_ptr ? *p.k_scale_ptr : p.k_scale);
-    d.v = make_divisor(p.v_scale_ptr ? *p.v_scale_ptr : p.v_scale);
-    host_for_tokens(p, [&](std::int64_t t0, std::int64_t t1) { run_range(p, kernel, d, t0, t1); });
+    d.q = make_divisor(p.q_scale_ptr ? *p.q_scale_ptr : p.q_scale, p.q_scale_convention);
+    d.k = make_divisor(p.k_scale_ptr ? *p.k_scale_ptr : p.k_scale, p.k_scale_convention);
+    d.v = make_divisor(p.v_scale_ptr ? *p.v_scale_ptr : p.v_scale, p.v_scale_convention);
+    // Skipped tokens: each chunk counts its own and adds them once; the
+    // caller's counter is updated by this thread after every chunk is done
+    // (exact for any thread count, and written only when tokens were skipped).
+    std::atomic<std::int64_t> bad{0};
+    host_for_tokens(p, [&](std::int64_t t0, std::int64_t t1) {
+      const std::int64_t n = run_range(p, kernel, d, t0, t1);
+      if (n != 0) bad.fetch_add(n, std::memory_order_relaxed);
+    });
+    if (p.skipped_tokens != nullptr && bad.load() != 0)
+      *p.skipped_tokens += static_cast<unsigned long long>(bad.load());
   } catch (const std::exception& e) {
     return make_result(Status::kErrorLaunchFailed, "host backend failed: %s", e.what());
   } catch (...) {

@@ -73,7 +73,7 @@ UNFUSED_INLINE void run_pass(const LaunchParams& p, int pass, std::uint16_t* q_r
         rope_row(p, in_row(p.k_rope, t, h), k_rot + (t * hk + h) * r, cs);
     }
   } else if (pass == 2) {  // quantize q
-    const ScaleDivisor qs = divisor(p.q_scale_ptr, p.q_scale);
+    const ScaleDivisor qs = divisor(p.q_scale_ptr, p.q_scale, p.q_scale_convention);
     for (std::int64_t t = t0; t < t1; ++t) {
       for (std::int64_t h = 0; h < hq; ++h) {
         quantize_row(q_rot + (t * hq + h) * r, out_row(p.q_rope_out, t, h), r, qs);
@@ -81,8 +81,8 @@ UNFUSED_INLINE void run_pass(const LaunchParams& p, int pass, std::uint16_t* q_r
       }
     }
   } else {  // reshape_and_cache: k and v into the paged cache
-    const ScaleDivisor ks = divisor(p.k_scale_ptr, p.k_scale);
-    const ScaleDivisor vs = divisor(p.v_scale_ptr, p.v_scale);
+    const ScaleDivisor ks = divisor(p.k_scale_ptr, p.k_scale, p.k_scale_convention);
+    const ScaleDivisor vs = divisor(p.v_scale_ptr, p.v_scale, p.v_scale_convention);
     for (std::int64_t t = t0; t < t1; ++t) {
       const TokenPlan plan = ropekv::detail::plan_token(p, t);
       if (!plan.write) continue;

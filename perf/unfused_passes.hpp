@@ -24,8 +24,10 @@ ROPEKV_HD bool supported(const LaunchParams& p) {
          p.cache_dtype == ropekv::DType::kFloat8E4M3FN;
 }
 
-ROPEKV_HD ScaleDivisor divisor(const float* device_scale, float host_scale) {
-  return ropekv::detail::make_divisor(device_scale != nullptr ? *device_scale : host_scale);
+ROPEKV_HD ScaleDivisor divisor(const float* device_scale, float host_scale,
+                               ropekv::ScaleConvention convention) {
+  return ropekv::detail::make_divisor(device_scale != nullptr ? *device_scale : host_scale,
+                                      convention);
 }
 
 ROPEKV_HD const std::uint16_t* in_row(const ropekv::detail::HeadTensor& v, std::int64_t t,

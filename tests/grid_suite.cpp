@@ -124,6 +124,7 @@ struct Spec {
   double rope_base = 10000.0;
   float scale[3] = {1.f, 1.f, 1.f};  // q, k, v
   bool scale_on_device[3] = {false, false, false};
+  bool scale_multiplies[3] = {false, false, false};  // ScaleConvention::kMultiply
   bool checked = false, counter = false;
   std::int64_t num_bad = 0;
   double pad_fraction = 0;
@@ -160,8 +161,8 @@ std::string Spec::describe() const {
       "  layout=%s page_size=%lld page_pad=%lld head_pad=%lld%s; inputs %s token_pad=%lld%s; "
       "q_out token_pad=%lld%s\n"
       "  cos_sin: max_pos=%lld row_pad=%lld base=%g\n"
-      "  scales q=%.9g%s k=%.9g%s v=%.9g%s\n"
-      "  checked=%d counter=%d bad_tokens=%lld; values 2^[%d,%d]*scale, specials=%d zeros=%d, "
+      "  scales q=%s%.9g%s k=%s%.9g%s v=%s%.9g%s\n"
+      "  checked=%d counter=%d bad_tokens=%lld; quantized values 2^[%d,%d], specials=%d zeros=%d, "
       "misaligned margins=%d",
       index, static_cast<unsigned long long>(seed), name().c_str(), mla() ? "MLA" : "GQA",
       style == RopeStyle::kNeox ? "NeoX" : "interleaved", static_cast<long long>(nnz),
@@ -181,10 +182,11 @@ std::string Spec::describe() const {
       static_cast<long long>(q_out_token_pad),
       mla() ? (q_out_nope_first ? " [nope|rope]" : " [rope|nope]") : "",
       static_cast<long long>(max_pos), static_cast<long long>(cos_row_pad), rope_base,
-      double(scale[0]), scale_on_device[0] ? " (device)" : "", double(scale[1]),
-      scale_on_device[1] ? " (device)" : "", double(scale[2]),
-      scale_on_device[2] ? " (device)" : "", checked ? 1 : 0, counter ? 1 : 0,
-      static_cast<long long>(num_bad), lo_exp, hi_exp, specials, zeros, misaligned ? 1 : 0);
+      scale_multiplies[0] ? "*" : "/", double(scale[0]), scale_on_device[0] ? " (device)" : "",
+      scale_multiplies[1] ? "*" : "/", double(scale[1]), scale_on_device[1] ? " (device)" : "",
+      scale_multiplies[2] ? "*" : "/", double(scale[2]), scale_on_device[2] ? " (device)" : "",
+      checked ? 1 : 0, counter ? 1 : 0, static_cast<long long>(num_bad), lo_exp, hi_exp, specials,
+      zeros, misaligned ? 1 : 0);
   return b;
 }
 
@@ -326,6 +328,10 @@ Spec make_spec(int index) {
     }
     s.scale_on_device[i] = device_scales && r.coin(0.7);
   }
+  // Conventions from a stream of their own, so that adding them left every
+  // other draw of a case (and so its replay name and data) as it was.
+  Rng conventions(s.seed ^ 0x636f6e76656e74ull);
+  for (bool& m : s.scale_multiplies) m = conventions.coin(0.35);
 
   // ---- checked mode, specials, value ranges, alignment
   if (r.coin(0.3)) {
@@ -893,13 +899,20 @@ void Builder::build_scales() {
     for (int i = 0; i < 3; ++i) dev[i] = s_.scale[i];
   }
   Scale* out[3] = {&a.q_scale, &a.k_scale, &a.v_scale};
-  for (int i = 0; i < 3; ++i)
-    *out[i] = s_.scale_on_device[i] ? Scale::on_device(dev + i) : Scale::host(s_.scale[i]);
+  for (int i = 0; i < 3; ++i) {
+    if (s_.scale_multiplies[i])
+      *out[i] = s_.scale_on_device[i] ? Scale::on_device_multiplier(dev + i)
+                                      : Scale::host_multiplier(s_.scale[i]);
+    else
+      *out[i] = s_.scale_on_device[i] ? Scale::on_device(dev + i) : Scale::host(s_.scale[i]);
+  }
 }
 
 std::uint32_t Builder::value_code(int which) {
   const double e = double(s_.lo_exp) + double(s_.hi_exp - s_.lo_exp) * r_.uniform();
-  double mag = std::exp2(e) * double(s_.scale[which]);
+  // |value| = 2^e before quantization: value * scale, or value / multiplier.
+  const double scale = double(s_.scale[which]);
+  double mag = s_.scale_multiplies[which] ? std::exp2(e) / scale : std::exp2(e) * scale;
   mag = std::min(mag, std::min(orc::max_finite(s_.in) * 0.5, 1e30));
   return orc::encode(s_.in, r_.coin(0.5) ? -mag : mag);
 }
@@ -1460,6 +1473,16 @@ TEST(GridCoverage, GeneratorCoversTheSpec) {
     hit("padded cos/sin rows", s.cos_row_pad > 0);
     hit("device scales", s.scale_on_device[0] || s.scale_on_device[1] || s.scale_on_device[2]);
     hit("unequal non-unit scales", s.scale[1] != s.scale[2] && s.scale[1] != 1.0f);
+    const bool fp8 =
+        s.nnz > 0 && (ropekv_oracle::is_fp8(s.q_out) || ropekv_oracle::is_fp8(s.cache));
+    for (int i = 0; i < 3; ++i) {
+      hit("multiplying host scale, FP8 output",
+          fp8 && s.scale_multiplies[i] && !s.scale_on_device[i]);
+      hit("multiplying device scale, FP8 output",
+          fp8 && s.scale_multiplies[i] && s.scale_on_device[i]);
+    }
+    hit("both conventions in one call", fp8 && (s.scale_multiplies[0] != s.scale_multiplies[1] ||
+                                                s.scale_multiplies[1] != s.scale_multiplies[2]));
     hit("saturating values", s.hi_exp >= 17 && s.nnz > 0);
     hit("NaN/inf inputs", s.specials > 0 && s.nnz > 0);
     hit("zero inputs", s.zeros > 0 && s.nnz > 0);

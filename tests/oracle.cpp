@@ -233,8 +233,18 @@ unsigned char* element(const TensorView& v, std::int64_t i0, std::int64_t i1, st
   return static_cast<unsigned char*>(v.data) + off * std::int64_t(bytes_of(v.dtype));
 }
 
-double scale_of(const ropekv::Scale& s) {
-  return s.device != nullptr ? double(*s.device) : double(s.value);
+// A scale as the oracle applies it: divide by it or multiply by it (the
+// scale's convention), in double.
+struct OracleScale {
+  double value = 1.0;
+  bool multiply = false;
+  double apply(double v) const { return multiply ? v * value : v / value; }
+};
+OracleScale scale_of(const ropekv::Scale& s) {
+  OracleScale o;
+  o.value = s.device != nullptr ? double(*s.device) : double(s.value);
+  o.multiply = s.convention == ropekv::ScaleConvention::kMultiply;
+  return o;
 }
 
 // Last extent of a view that may be absent.
@@ -242,11 +252,12 @@ std::int64_t last_extent(const TensorView& v) { return v.present() ? v.extent[v.
 
 // ------------------------------------------------------------- error bounds
 // The library computes, in float32 with unit roundoff u = 2^-24,
-//   p = RN(xp*s), y = RN(x*c - p) (one fma), and for FP8 outputs q = RN(y/scale).
-// With Y = x*c - xp*s exact:
+//   p = RN(xp*s), y = RN(x*c - p) (one fma), and for FP8 outputs q = RN(y/scale)
+// (dividing convention) or q = RN(y*scale) (multiplying); write f(v) for v/scale
+// or v*scale. With Y = x*c - xp*s exact:
 //   |p - xp*s| <= u|xp*s|, |y - (x*c - p)| <= u|x*c - p| <= u(|Y| + u|xp*s|),
-//   |q - y/scale| <= u|y|/scale,
-// so |q - Y/scale| <= (u|xp*s| + 2u|Y| + O(u^2)) / scale <= 3u(|x*c| + |xp*s|) / scale
+//   |q - f(y)| <= u|f(y)|,
+// so |q - f(Y)| <= f(u|xp*s| + 2u|Y| + O(u^2)) <= f(3u(|x*c| + |xp*s|))
 // up to the O(u^2) terms, which the factor (1 + 2^-20) covers together with
 // the oracle's own double roundings (2^-53 relative). The inputs, products and
 // quotients the grid generates stay far from float32 underflow and overflow;
@@ -259,26 +270,28 @@ struct Converted {
   double value, bound;
 };
 
-// A rotated element: value = (x*c -+ xp*s) / scale. `prod_sum` = |x*c| + |xp*s|.
-Converted rotated(double y, double prod_sum, bool finite_inputs, bool fp8, double scale) {
+// A rotated element: value = f(x*c -+ xp*s) for FP8 outputs, else the
+// rotated value itself. `prod_sum` = |x*c| + |xp*s|.
+Converted rotated(double y, double prod_sum, bool finite_inputs, bool fp8, OracleScale scale) {
   Converted r;
-  const double div = fp8 ? scale : 1.0;
-  r.value = y / div;
-  r.bound =
-      (finite_inputs && std::isfinite(y)) ? (3 * kU * prod_sum * kSlack + kAbsSlack) / div : 0.0;
+  const OracleScale f = fp8 ? scale : OracleScale{};
+  r.value = f.apply(y);
+  r.bound = (finite_inputs && std::isfinite(y))
+                ? std::fabs(f.apply(3 * kU * prod_sum * kSlack + kAbsSlack))
+                : 0.0;
   return r;
 }
 
-// A pass-through element: value = x / scale; only the FP8 division rounds.
-Converted passed(double x, bool fp8, double scale) {
+// A pass-through element: value = f(x); only the FP8 scaling rounds.
+Converted passed(double x, bool fp8, OracleScale scale) {
   Converted r;
   if (!fp8) {
     r.value = x;
     r.bound = 0.0;
     return r;
   }
-  r.value = x / scale;
-  r.bound = std::isfinite(x) ? (kU * std::fabs(x) * kSlack + kAbsSlack) / scale : 0.0;
+  r.value = scale.apply(x);
+  r.bound = std::isfinite(x) ? std::fabs(scale.apply(kU * std::fabs(x) * kSlack + kAbsSlack)) : 0.0;
   return r;
 }
 
@@ -435,9 +448,9 @@ Reference reference(const Arguments& a) {
   const DType cd = a.k_cache_rope.dtype;
   const DType cs = a.cos_sin_cache.dtype;
   const bool q_fp8 = is_fp8(qo), c_fp8 = is_fp8(cd);
-  const double q_scale = scale_of(a.q_scale);
-  const double k_scale = scale_of(a.k_scale);
-  const double v_scale = mla ? 1.0 : scale_of(a.v_scale);
+  const OracleScale q_scale = scale_of(a.q_scale);
+  const OracleScale k_scale = scale_of(a.k_scale);
+  const OracleScale v_scale = mla ? OracleScale{} : scale_of(a.v_scale);
   const bool checked = a.checked.enabled;
   const bool slots = ci.form == ropekv::Addressing::kSlotMapping;
   const std::int64_t batch = slots ? 0 : ci.kv_indptr.extent[0] - 1;
@@ -448,7 +461,8 @@ Reference reference(const Arguments& a) {
 
   // The rotary part of one head row: (value, bound) per dim into `rot`.
   std::vector<Converted> rot(nr);
-  auto rotate = [&](const TensorView& xin, std::int64_t t, std::int64_t h, bool fp8, double scale) {
+  auto rotate = [&](const TensorView& xin, std::int64_t t, std::int64_t h, bool fp8,
+                    OracleScale scale) {
     for (std::int64_t d = 0; d < rdim; ++d)
       x[std::size_t(d)] = load_value(in, element(xin, t, h, d));
     for (std::int64_t i = 0; i < half; ++i) {
@@ -491,13 +505,17 @@ Reference reference(const Arguments& a) {
       if (b >= batch || kv_pos < 0) {
         bad = true;
       } else {
+        // Entry j = begin + kv_pos / page_size must lie in [begin, end) and
+        // in kv_indices; garbage begin/end may be anything, so compare
+        // without forming sums that can overflow.
         const std::int64_t begin = load_index(ci.kv_indptr, b);
         const std::int64_t end = load_index(ci.kv_indptr, b + 1);
-        const std::int64_t j = begin + kv_pos / page_size;
-        if (j < 0 || j < begin || j >= end || j >= num_kv_indices) {
+        const std::int64_t in_seq = kv_pos / page_size;
+        if (begin < 0 || end <= begin || in_seq >= end - begin ||
+            in_seq >= num_kv_indices - begin) {
           bad = true;
         } else {
-          page = load_index(ci.kv_indices, j);
+          page = load_index(ci.kv_indices, begin + in_seq);
           entry = kv_pos % page_size;
         }
       }

@@ -65,9 +65,10 @@ struct ExpectedElement {
   std::int64_t page, entry;       // cache targets: where the token goes
   unsigned char* address;         // the element, in the Arguments' memory
   DType dtype;
-  // The exact value to convert (double RoPE, divided by the scale for FP8
-  // outputs), and a bound on |library's float32 value - value|: 0 where the
-  // float32 path is exact (pass-through to bf16/fp16/fp32, non-finite inputs).
+  // The exact value to convert (double RoPE, divided or multiplied by the
+  // scale for FP8 outputs, per its convention), and a bound on |library's
+  // float32 value - value|: 0 where the float32 path is exact (pass-through
+  // to bf16/fp16/fp32, non-finite inputs).
   double value;
   double error_bound;
   std::uint32_t nearest;  // encode(value)

@@ -109,7 +109,7 @@ TEST(CudaFp8Hardware, RawNanCodes) {
 // the GPU, every float32 bit pattern, for each scale of the shared list.
 __global__ void division_sweep(float s, unsigned long long* float_diff,
                                unsigned long long* fp8_diff) {
-  const rd::ScaleDivisor d = rd::make_divisor(s);
+  const rd::ScaleDivisor d = rd::make_divisor(s, ropekv::ScaleConvention::kDivide);
   const unsigned long long stride = 1ull * gridDim.x * blockDim.x;
   unsigned long long nf = 0, n8 = 0;
   for (unsigned long long i = 1ull * blockIdx.x * blockDim.x + threadIdx.x; i <= 0xffffffffull;

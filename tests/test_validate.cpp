@@ -801,6 +801,63 @@ TEST_F(Validate, NegativeExtent) {
                  {"k_cache_nope.extent[0]", "must be >= 0", "got -1"});
 }
 
+// ======================================================= spans (64-bit overflow)
+
+TEST_F(Validate, SpanOverflowStride) {
+  // 3 tokens 2^62 elements apart: the view spans more than 2^63 bytes.
+  Arguments a = Baseline();
+  a.q_nope.stride[0] = std::int64_t(1) << 62;
+  ExpectRejected(a, Status::kErrorInvalidStride, {"q_nope", "less than 2^63 bytes"});
+}
+
+TEST_F(Validate, SpanOverflowExtent) {
+  // 2^62 pages of a contiguous cache: extent x stride does not fit in 64 bits.
+  Arguments a = Baseline();
+  a.v_cache.extent[0] = std::int64_t(1) << 62;
+  ExpectRejected(a, Status::kErrorInvalidStride, {"v_cache", "less than 2^63 bytes"});
+}
+
+TEST_F(Validate, SpanOverflowElementSize) {
+  // The span in elements fits, in bytes (x 4) it does not.
+  Arguments a = Baseline();
+  const std::int64_t ext[2] = {3, kR}, str[2] = {std::int64_t(1) << 61, 1};
+  a.cos_sin_cache = ropekv::make_strided(cos_.data(), DType::kFloat32, 2, ext, str);
+  ExpectRejected(a, Status::kErrorInvalidStride, {"cos_sin_cache", "less than 2^63 bytes"});
+}
+
+TEST_F(Validate, ViewEndsPastAddressSpace) {
+  Arguments a = Baseline();
+  a.positions.data = reinterpret_cast<void*>(~std::uintptr_t(0) - 15);  // 8-byte aligned
+  ExpectRejected(a, Status::kErrorInvalidStride, {"positions", "within the address space"});
+}
+
+TEST_F(Validate, NumelSaturates) {
+  TensorView v = Baseline().k_rope;
+  EXPECT_EQ(v.numel(), kNnz * kHk * kR);
+  v.extent[0] = std::int64_t(1) << 62;
+  EXPECT_EQ(v.numel(), std::numeric_limits<std::int64_t>::max());
+  v.extent[1] = 0;
+  EXPECT_EQ(v.numel(), 0);
+  v.extent[1] = -1;
+  EXPECT_EQ(v.numel(), -1);
+  v.rank = 5;
+  EXPECT_EQ(v.numel(), -1);
+}
+
+TEST_F(Validate, ExtentOneStridesIgnoredByOverlapCheck) {
+  // A stride on a dimension of extent 1 is never applied: a single-head
+  // cache's rotary view with head stride 2 (its non-rotary view: D) is as
+  // disjoint from the non-rotary view as with equal head strides.
+  Arguments a = MlaBaseline();
+  a.k_cache_rope.stride[2] = 2;
+  a.k_cache_nope.stride[2] = 123457;
+  ExpectValidAndRuns(a);
+  std::vector<bool> km(k_cache_.size(), false);
+  mark_cache(k_cache_, a.k_cache_rope, kSlots, kNnz, km);
+  mark_cache(k_cache_, a.k_cache_nope, kSlots, kNnz, km);
+  expect_footprint(k_cache_, "k_cache", km);
+}
+
 // ======================================================= alignment
 
 TEST_F(Validate, MisalignedBf16Pointer) {
@@ -825,6 +882,12 @@ TEST_F(Validate, MisalignedDeviceScalePointer) {
   Arguments a = Baseline();
   a.k_scale = Scale::on_device(reinterpret_cast<const float*>(spare_.data() + 2));
   ExpectRejected(a, Status::kErrorMisaligned, {"k_scale.device", "4-byte aligned"});
+}
+
+TEST_F(Validate, MisalignedDeviceMultiplierPointer) {
+  Arguments a = Baseline();
+  a.q_scale = Scale::on_device_multiplier(reinterpret_cast<const float*>(spare_.data() + 1));
+  ExpectRejected(a, Status::kErrorMisaligned, {"q_scale.device", "4-byte aligned"});
 }
 
 TEST_F(Validate, MisalignedSkippedCounter) {
@@ -1238,16 +1301,64 @@ TEST_F(Validate, InfHostScale) {
   ExpectRejected(a, Status::kErrorInvalidScale, {"k_scale", "positive and finite", "inf"});
 }
 
-TEST_F(Validate, HostScaleBelowRange) {
+TEST_F(Validate, HostScalesTinyAndHugeAccepted) {
+  // Every positive finite host scale is valid (the quantization step is IEEE
+  // arithmetic for any scale), subnormal ones included.
   Arguments a = Baseline();
   a.q_scale = Scale::host(1e-30f);
-  ExpectRejected(a, Status::kErrorInvalidScale, {"q_scale", "must be in [2^-60, 2^60]"});
+  a.k_scale = Scale::host(std::numeric_limits<float>::denorm_min());
+  a.v_scale = Scale::host(1e30f);
+  ExpectValidAndRuns(a);
+  a.q_scale = Scale::host_multiplier(std::numeric_limits<float>::max());
+  a.k_scale = Scale::host_multiplier(std::numeric_limits<float>::denorm_min());
+  ExpectValidAndRuns(a);
 }
 
-TEST_F(Validate, HostScaleAboveRange) {
+TEST_F(Validate, MultiplyingScalesValid) {
   Arguments a = Baseline();
-  a.v_scale = Scale::host(1e30f);
-  ExpectRejected(a, Status::kErrorInvalidScale, {"v_scale", "must be in [2^-60, 2^60]"});
+  a.q_scale = Scale::host_multiplier(20.0f);
+  // A device multiplier in the spare last row of the positions buffer.
+  float* k_mul = reinterpret_cast<float*>(positions_.data() + kNnz * 8);
+  *k_mul = 4.0f;
+  a.k_scale = Scale::on_device_multiplier(k_mul);
+  a.v_scale = Scale::host(2.0f);  // conventions may differ per scale
+  ExpectValidAndRuns(a);
+  ExpectQOutWritten(a);
+}
+
+TEST_F(Validate, InvalidScaleConvention) {
+  Arguments a = Baseline();
+  a.k_scale.convention = static_cast<ropekv::ScaleConvention>(7);
+  ExpectRejected(a, Status::kErrorInvalidArgument,
+                 {"k_scale.convention", "kDivide or kMultiply", "got 7"});
+}
+
+TEST_F(Validate, NegativeHostMultiplier) {
+  Arguments a = Baseline();
+  a.v_scale = Scale::host_multiplier(-4.0f);
+  ExpectRejected(a, Status::kErrorInvalidScale, {"v_scale", "positive and finite", "got -4"});
+}
+
+TEST_F(Validate, ZeroHostMultiplier) {
+  Arguments a = Baseline();
+  a.q_scale = Scale::host_multiplier(0.0f);
+  ExpectRejected(a, Status::kErrorInvalidScale, {"q_scale", "positive and finite", "got 0"});
+}
+
+TEST_F(Validate, InfHostMultiplier) {
+  Arguments a = Baseline();
+  a.k_scale = Scale::host_multiplier(std::numeric_limits<float>::infinity());
+  ExpectRejected(a, Status::kErrorInvalidScale, {"k_scale", "positive and finite", "inf"});
+}
+
+TEST_F(Validate, MlaValueScaleNeitherReadNorValidated) {
+  // MLA has no value: its scale may hold anything, even a wild pointer.
+  Arguments a = MlaBaseline();
+  a.v_scale = Scale::host(-1.0f);
+  a.v_scale.convention = static_cast<ropekv::ScaleConvention>(9);
+  ExpectValidAndRuns(a);
+  a.v_scale = Scale::on_device(reinterpret_cast<const float*>(std::uintptr_t(0x13)));
+  ExpectValidAndRuns(a);
 }
 
 TEST_F(Validate, HostScaleValidatedForBf16Output) {

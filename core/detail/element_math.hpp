@@ -189,61 +189,84 @@ ROPEKV_HD PairIndex pair_index(RopeStyle style, std::int64_t p, std::int64_t hal
 }
 
 // ------------------------------------------------------------- quantization
-// The value stored for `v` with dequantization scale `scale` is
-// convert(RN(v / scale)): IEEE float32 division, then the format's encoder.
+// The value stored for `v` with scale s is convert(q), where q is, per the
+// scale's convention (ScaleConvention):
+//  * dividing:    q = RN(v / s), IEEE float32 division;
+//  * multiplying: q = RN(v * s), one IEEE float32 multiplication.
+// Both are written as one form, q = RN(v / divisor) * factor, with divisor s
+// and factor 1 (dividing) or divisor 1 and factor s (multiplying): dividing
+// by 1 and multiplying by 1 are exact, so each convention rounds once.
 // apply_scale is the one definition of that step; it has two instruction
-// sequences, chosen per compilation target:
+// sequences for the division, chosen per compilation target:
 //  * host: the divide instruction, which is IEEE division by definition
 //    (SSE/AVX divps is correctly rounded; no fast-math here). It is the
 //    cheapest form on the host: the divider runs beside the other vector
 //    units, where the sequence below costs five vector instructions;
 //  * device (CUDA, HIP): apply_scale_markstein, without a divide instruction
-//    (a GPU's IEEE division is a slow multi-instruction sequence).
-// apply_scale_markstein: with the scale's correctly rounded reciprocal
+//    for divisors in [2^-60, 2^60] (a GPU's IEEE division is a slow
+//    multi-instruction sequence), and IEEE division (`/`, correctly rounded:
+//    no fast-math, no approximate division) for every other divisor: zero,
+//    subnormal, huge, infinite, NaN or negative device scales.
+// The Markstein form: with the divisor's correctly rounded reciprocal
 // y = RN(1/s) (once per call), q0 = RN(v*y) is a faithful approximation of
 // v/s, and one Markstein correction
 //   e = v - s*q0 (exact, by fma),  q1 = RN(q0 + e*y)
 // yields RN(v/s) exactly whenever no intermediate overflows or underflows
-// (Markstein's theorem). Outside that range, for scales in [2^-60, 2^60]
-// (what validation accepts for host scales; the documented range for device
-// scales):
-//  * q0 zero, infinite or NaN (v = ±0, ±inf, NaN, overflow): q0 itself is
+// (Markstein's theorem). Outside that, for divisors in [2^-60, 2^60]:
+//  * q0 zero, infinite or NaN (v = +-0, +-inf, NaN, overflow): q0 itself is
 //    RN(v/s) or saturates the same way, and keeps the sign of zero;
 //  * |v| < 2^-100 (the remainder may underflow): the quotient is below
 //    2^-40 and may be off by an ulp, which no FP8 format can see (their
 //    smallest step is 2^-16 at most); likewise quotients from 2^127 on.
 // So every FP8 code of the two forms is the code of the IEEE quotient, and
-// host and device store the same bits. Tests compare apply_scale_markstein
-// with IEEE division over every float32 input on the GPU and a dense sweep
-// on the host (tests/test_scale_division.cpp, which also checks that the
-// host's apply_scale is the IEEE quotient). Scales apply to FP8 outputs only.
+// host and device store the same bits, for every scale and both
+// conventions. Tests compare apply_scale_markstein with IEEE division and
+// multiplication over every float32 input on the GPU and a dense sweep on
+// the host (tests/test_scale_division.cpp, which also checks the host's
+// apply_scale). Scales apply to FP8 outputs only.
 struct ScaleDivisor {
-  float scale, recip;
+  float divisor;  // v is divided by this: the scale (dividing) or 1 (multiplying)
+  float recip;    // RN(1 / divisor), for the device's Markstein division
+  float factor;   // the quotient is multiplied by this: 1 (dividing) or the scale
 };
-ROPEKV_HD ScaleDivisor make_divisor(float scale) {
+ROPEKV_HD ScaleDivisor make_divisor(float scale, ScaleConvention convention) {
+  const bool multiply = convention == ScaleConvention::kMultiply;
   ScaleDivisor d;
-  d.scale = scale;
-  d.recip = 1.0f / scale;  // IEEE division: correctly rounded
+  d.divisor = multiply ? 1.0f : scale;
+  d.recip = 1.0f / d.divisor;  // IEEE division: correctly rounded
+  d.factor = multiply ? scale : 1.0f;
   return d;
 }
+// Divisors for which the Markstein form is proven exact: [2^-60, 2^60]
+// (float bits 0x21800000 .. 0x5d800000; negative and NaN bits fall outside).
+ROPEKV_HD bool markstein_exact(float divisor) {
+  return f32_bits(divisor) - 0x21800000u <= 0x5d800000u - 0x21800000u;
+}
+// The device's quantization step (see above); callable on the host for tests.
 ROPEKV_HD float apply_scale_markstein(float v, ScaleDivisor d) {
-  const float q0 = v * d.recip;
+  float q;
+  if (markstein_exact(d.divisor)) {
+    const float q0 = v * d.recip;
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
-  const float e = ::fmaf(-d.scale, q0, v);
-  const float q1 = ::fmaf(e, d.recip, q0);
+    const float e = ::fmaf(-d.divisor, q0, v);
+    const float q1 = ::fmaf(e, d.recip, q0);
 #else
-  const float e = std::fmaf(-d.scale, q0, v);
-  const float q1 = std::fmaf(e, d.recip, q0);
+    const float e = std::fmaf(-d.divisor, q0, v);
+    const float q1 = std::fmaf(e, d.recip, q0);
 #endif
-  // q0 is zero, infinite or NaN <=> (|bits| - 1) wraps or reaches inf's bits.
-  const std::uint32_t special = (f32_bits(q0) & 0x7fffffffu) - 1u;
-  return special >= 0x7f7fffffu ? q0 : q1;
+    // q0 is zero, infinite or NaN <=> (|bits| - 1) wraps or reaches inf's bits.
+    const std::uint32_t special = (f32_bits(q0) & 0x7fffffffu) - 1u;
+    q = special >= 0x7f7fffffu ? q0 : q1;
+  } else {
+    q = v / d.divisor;  // IEEE division
+  }
+  return q * d.factor;
 }
 ROPEKV_HD float apply_scale(float v, ScaleDivisor d) {
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
   return apply_scale_markstein(v, d);
 #else
-  return v / d.scale;
+  return (v / d.divisor) * d.factor;
 #endif
 }
 
@@ -322,8 +345,8 @@ struct Format<DType::kFloat8E4M3FNUZ> {
   static ROPEKV_HD storage encode(float v) { return f32_to_e4m3fnuz(v); }
 };
 
-// The stored value of `v` in output format D with dequantization scale
-// divisor (applied to quantized formats only).
+// The stored value of `v` in output format D with scale divisor `d`
+// (applied to quantized formats only).
 template <DType D>
 ROPEKV_HD typename Format<D>::storage store_value(float v, ScaleDivisor d) {
   return Format<D>::kQuantized ? Format<D>::encode(apply_scale(v, d)) : Format<D>::encode(v);

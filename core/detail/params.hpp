@@ -60,11 +60,16 @@ struct LaunchParams {
   bool kv_indices_i64 = false, kv_indptr_i64 = false, batch_i64 = false, kv_positions_i64 = false;
   std::int64_t batch_size = 0, num_kv_indices = 0;
 
-  // Scales: the value divides (FP8 outputs only); a device pointer wins.
+  // Scales (FP8 outputs only; make_divisor): a device pointer wins over the
+  // value. Pointers are null where a scale is not read (non-FP8 output,
+  // absent tensor).
   float q_scale = 1.f, k_scale = 1.f, v_scale = 1.f;
   const float* q_scale_ptr = nullptr;
   const float* k_scale_ptr = nullptr;
   const float* v_scale_ptr = nullptr;
+  ScaleConvention q_scale_convention = ScaleConvention::kDivide;
+  ScaleConvention k_scale_convention = ScaleConvention::kDivide;
+  ScaleConvention v_scale_convention = ScaleConvention::kDivide;
 
   bool checked = false;
   unsigned long long* skipped_tokens = nullptr;
@@ -121,7 +126,10 @@ ROPEKV_HD PageEntry page_of(const P& p, std::int64_t slot) {
 }
 
 // The rest of the plan: the page-table look-ups (dependent reads) and, in
-// checked mode, the bounds checks.
+// checked mode, the bounds checks. Checked mode exists for garbage indices,
+// so its arithmetic cannot overflow: the page-table entry j = kv_indptr[b] +
+// page is formed only once 0 <= kv_indptr[b] and page < num_kv_indices -
+// kv_indptr[b] are known (page >= 0 there, so j < num_kv_indices).
 template <class P>
 ROPEKV_HD TokenPlan finish_plan(const P& p, const TokenIndices& ix) {
   TokenPlan plan;
@@ -136,13 +144,13 @@ ROPEKV_HD TokenPlan finish_plan(const P& p, const TokenIndices& ix) {
     if (p.checked) ok = b < p.batch_size && ix.kv_pos >= 0;
     if (ok) {
       const PageEntry pe = page_of(p, ix.kv_pos);  // (page within the sequence, entry)
-      const std::int64_t j = read_index(p.kv_indptr, p.kv_indptr_i64, b) + pe.page;
+      const std::int64_t begin = read_index(p.kv_indptr, p.kv_indptr_i64, b);
       if (p.checked) {
         const std::int64_t end = read_index(p.kv_indptr, p.kv_indptr_i64, b + 1);
-        ok = j >= 0 && j < end && j < p.num_kv_indices;
+        ok = begin >= 0 && pe.page < p.num_kv_indices - begin && begin + pe.page < end;
       }
       if (ok) {
-        plan.page = read_index(p.kv_indices, p.kv_indices_i64, j);
+        plan.page = read_index(p.kv_indices, p.kv_indices_i64, begin + pe.page);
         plan.entry = pe.entry;
       }
     }

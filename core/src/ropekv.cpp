@@ -75,8 +75,17 @@ const char* to_string(Backend backend) noexcept {
 // ------------------------------------------------------------------ views
 std::int64_t TensorView::numel() const noexcept {
   if (rank <= 0) return 0;
+  if (rank > 4) return -1;
+  for (int k = 0; k < rank; ++k) {
+    if (extent[k] < 0) return -1;
+    if (extent[k] == 0) return 0;
+  }
+  constexpr std::int64_t kMax = INT64_MAX;
   std::int64_t n = 1;
-  for (int k = 0; k < rank; ++k) n *= extent[k];
+  for (int k = 0; k < rank; ++k) {
+    if (n > kMax / extent[k]) return kMax;  // saturates instead of wrapping
+    n *= extent[k];
+  }
   return n;
 }
 

@@ -2,10 +2,12 @@
 //
 // Every rule returns a distinct Status with a message naming the argument and
 // the rule. Rules run in a fixed order; the first failure is reported.
-#include <utility>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
+#include <utility>
 
 #include "detail/lower.hpp"
 
@@ -32,6 +34,9 @@ bool is_output_dtype(DType d) {
          d == DType::kFloat8E4M3FNUZ;
 }
 bool is_index_dtype(DType d) { return d == DType::kInt32 || d == DType::kInt64; }
+bool is_fp8(DType d) {
+  return d == DType::kFloat8E4M3FN || d == DType::kFloat8E5M2 || d == DType::kFloat8E4M3FNUZ;
+}
 
 // A named view under validation.
 struct Named {
@@ -39,30 +44,61 @@ struct Named {
   const char* name;
 };
 
+// ---- overflow-checked arithmetic on non-negative int64 values
+constexpr std::int64_t kMax64 = std::numeric_limits<std::int64_t>::max();
+// *out = a * b; false when it exceeds INT64_MAX.
+bool mul_fits(std::int64_t a, std::int64_t b, std::int64_t* out) {
+  if (a != 0 && b > kMax64 / a) return false;
+  *out = a * b;
+  return true;
+}
+// *out = a + b; false when it exceeds INT64_MAX.
+bool add_fits(std::int64_t a, std::int64_t b, std::int64_t* out) {
+  if (b > kMax64 - a) return false;
+  *out = a + b;
+  return true;
+}
+
+// Bytes from a view's first element to the end of its last one: (sum of
+// (extent - 1) * stride + 1) * element size, for a view with non-negative
+// extents and strides and at least one element; false when it does not fit
+// in 63 bits. check_view rejects such views, so every product, span and
+// offset computed from a validated view below fits in int64.
+bool span_bytes(const TensorView& v, std::int64_t* out) {
+  std::int64_t last = 0;
+  for (int k = 0; k < v.rank; ++k) {
+    std::int64_t term;
+    if (!mul_fits(v.extent[k] - 1, v.stride[k], &term) || !add_fits(last, term, &last))
+      return false;
+  }
+  return add_fits(last, 1, &last) && mul_fits(last, std::int64_t(size_of(v.dtype)), out);
+}
+
 // Byte span [lo, hi) of the elements a view covers (empty views: lo == hi).
+// For validated views only (span and end address checked).
 struct Span {
   std::uintptr_t lo = 0, hi = 0;
 };
 Span span_of(const TensorView& v) {
   Span s;
-  if (!v.present() || v.rank > 4 || v.numel() == 0 || v.data == nullptr) return s;
-  std::int64_t last = 0;
-  for (int k = 0; k < v.rank; ++k) last += (v.extent[k] - 1) * v.stride[k];
-  const std::uintptr_t es = size_of(v.dtype);
+  std::int64_t bytes = 0;
+  if (!v.present() || v.rank > 4 || v.numel() <= 0 || v.data == nullptr || !span_bytes(v, &bytes))
+    return s;
   s.lo = reinterpret_cast<std::uintptr_t>(v.data);
-  s.hi = s.lo + std::uintptr_t(last + 1) * es;
+  s.hi = s.lo + std::uintptr_t(bytes);
   return s;
 }
 
 // Extent of the region covered by the dims of `v` whose stride is below
-// `period` (in bytes), plus the contiguous last dim; -1 when a dim with a
-// stride >= period is not a multiple of it.
+// `period` (in bytes, > 0), plus the contiguous last dim; -1 when a dim with
+// a stride >= period is not a multiple of it. Dims of extent 1 (whose
+// stride is never applied) are skipped.
 std::int64_t inner_span_bytes(const TensorView& v, std::int64_t period) {
   const std::int64_t es = std::int64_t(size_of(v.dtype));
   std::int64_t span = v.extent[v.rank - 1] * es;
   for (int k = 0; k < v.rank - 1; ++k) {
     if (v.extent[k] <= 1) continue;
-    const std::int64_t sb = v.stride[k] * es;
+    const std::int64_t sb = v.stride[k] * es;  // <= the view's span: fits
     if (sb >= period) {
       if (sb % period != 0) return -1;
     } else {
@@ -72,38 +108,57 @@ std::int64_t inner_span_bytes(const TensorView& v, std::int64_t period) {
   return span;
 }
 
+// A view does not overlap itself: with dims sorted by stride, every stride is
+// at least the span of the dims inside it. Dims of extent 1 are skipped;
+// false (not provably disjoint) where the running span overflows.
+bool self_disjoint(const TensorView& v) {
+  if (!v.present() || v.numel() <= 1) return true;
+  int order[4] = {0, 1, 2, 3};
+  for (int i = 1; i < v.rank; ++i)  // insertion sort of at most 4 dims by stride
+    for (int j = i; j > 0 && v.stride[order[j]] < v.stride[order[j - 1]]; --j)
+      std::swap(order[j], order[j - 1]);
+  std::int64_t span = 1;  // elements covered by the dims so far
+  for (int i = 0; i < v.rank; ++i) {
+    const int k = order[i];
+    if (v.extent[k] <= 1) continue;
+    std::int64_t reach;
+    if (v.stride[k] < span || !mul_fits(v.stride[k], v.extent[k] - 1, &reach) ||
+        !add_fits(reach, span, &span))
+      return false;
+  }
+  return true;
+}
+
+// Two views over one index space (same dtype, rank, outer extents, and
+// strides where the extent is above 1) whose rows sit side by side: b's row
+// starts d >= len(a) elements after a's. They are disjoint when the view of
+// the combined rows (a's base, last extent d + len(b)) does not overlap
+// itself: a padded page or token stride of any size, e.g. rotary /
+// non-rotary parts of one head.
+bool side_by_side(const TensorView& a, const TensorView& b) {
+  if (a.dtype != b.dtype || a.rank != b.rank || a.rank < 2) return false;
+  const int last = a.rank - 1;
+  for (int k = 0; k < last; ++k)
+    if (a.extent[k] != b.extent[k] || (a.extent[k] > 1 && a.stride[k] != b.stride[k])) return false;
+  const std::uintptr_t pa = reinterpret_cast<std::uintptr_t>(a.data),
+                       pb = reinterpret_cast<std::uintptr_t>(b.data);
+  const std::uintptr_t bytes = pb >= pa ? pb - pa : pa - pb;
+  const std::uintptr_t es = size_of(a.dtype);
+  if (bytes % es != 0 || bytes / es > std::uintptr_t(kMax64)) return false;
+  const TensorView& lo = pb >= pa ? a : b;
+  const TensorView& hi = pb >= pa ? b : a;
+  const std::int64_t gap = std::int64_t(bytes / es);
+  TensorView both = lo;
+  if (gap < lo.extent[last] || !add_fits(gap, hi.extent[last], &both.extent[last])) return false;
+  both.stride[last] = 1;
+  return self_disjoint(both);
+}
+
 // Sufficient test that two views share no element: their byte spans are
 // disjoint, or for some period T (one of their outer strides) both are a
 // union of translates by multiples of T of one segment each, and the two
 // segments are disjoint modulo T. This proves NHD/HND rotary vs non-rotary
 // views, stacked K/V caches and MLA [latent | rope] entries disjoint.
-bool self_disjoint(const TensorView& v);
-
-// Two views over one index space (same dtype, rank, outer extents and
-// strides) whose rows sit side by side: b's row starts d >= len(a) elements
-// after a's. They are disjoint when the view of the combined rows (a's base,
-// last extent d + len(b)) does not overlap itself: a padded page or token
-// stride of any size, e.g. rotary / non-rotary parts of one head.
-bool side_by_side(const TensorView& a, const TensorView& b) {
-  if (a.dtype != b.dtype || a.rank != b.rank || a.rank < 2) return false;
-  const int last = a.rank - 1;
-  for (int k = 0; k < last; ++k)
-    if (a.extent[k] != b.extent[k] || a.stride[k] != b.stride[k]) return false;
-  const std::int64_t es = std::int64_t(size_of(a.dtype));
-  const std::int64_t bytes = std::int64_t(reinterpret_cast<std::uintptr_t>(b.data)) -
-                             std::int64_t(reinterpret_cast<std::uintptr_t>(a.data));
-  if (bytes % es != 0) return false;
-  const std::int64_t d = bytes / es;
-  const TensorView& lo = d >= 0 ? a : b;
-  const TensorView& hi = d >= 0 ? b : a;
-  const std::int64_t gap = d >= 0 ? d : -d;
-  if (gap < lo.extent[last]) return false;
-  TensorView both = lo;
-  both.extent[last] = gap + hi.extent[last];
-  both.stride[last] = 1;
-  return self_disjoint(both);
-}
-
 bool provably_disjoint(const TensorView& a, const TensorView& b) {
   const Span sa = span_of(a), sb = span_of(b);
   if (sa.lo == sa.hi || sb.lo == sb.hi) return true;
@@ -116,31 +171,14 @@ bool provably_disjoint(const TensorView& a, const TensorView& b) {
       const std::int64_t period = src->stride[k] * std::int64_t(size_of(src->dtype));
       const std::int64_t ia = inner_span_bytes(a, period);
       const std::int64_t ib = inner_span_bytes(b, period);
-      if (ia < 0 || ib < 0 || ia + ib > period) continue;
-      const std::int64_t delta = std::int64_t(sb.lo) - std::int64_t(sa.lo);
-      const std::int64_t d = ((delta % period) + period) % period;  // b's segment start mod T
-      if (d >= ia && d + ib <= period) return true;
+      if (ia < 0 || ib < 0 || ia > period - ib) continue;
+      // b's segment start modulo T, from the unsigned distance of the bases.
+      const std::uintptr_t t = std::uintptr_t(period);
+      const std::uintptr_t d = sb.lo >= sa.lo ? (sb.lo - sa.lo) % t : (t - (sa.lo - sb.lo) % t) % t;
+      if (d >= std::uintptr_t(ia) && d + std::uintptr_t(ib) <= t) return true;
     }
   }
   return false;
-}
-
-// A view does not overlap itself: with dims sorted by stride, every stride is
-// at least the span of the dims inside it.
-bool self_disjoint(const TensorView& v) {
-  if (!v.present() || v.numel() <= 1) return true;
-  int order[4] = {0, 1, 2, 3};
-  for (int i = 1; i < v.rank; ++i)  // insertion sort of at most 4 dims by stride
-    for (int j = i; j > 0 && v.stride[order[j]] < v.stride[order[j - 1]]; --j)
-      std::swap(order[j], order[j - 1]);
-  std::int64_t span = 1;  // elements covered by the dims so far
-  for (int i = 0; i < v.rank; ++i) {
-    const int k = order[i];
-    if (v.extent[k] <= 1) continue;
-    if (v.stride[k] < span) return false;
-    span = v.stride[k] * (v.extent[k] - 1) + span;
-  }
-  return true;
 }
 
 class Validator {
@@ -187,6 +225,17 @@ Result Validator::check_view(const TensorView& v, const char* name, int rank) co
     if (reinterpret_cast<std::uintptr_t>(v.data) % es != 0)
       return make_result(Status::kErrorMisaligned,
                          "%s.data must be aligned to its element size (%zu bytes)", name, es);
+    std::int64_t bytes = 0;
+    if (!span_bytes(v, &bytes))
+      return make_result(Status::kErrorInvalidStride,
+                         "%s must span less than 2^63 bytes (extents x strides x element size "
+                         "overflow)",
+                         name);
+    if (reinterpret_cast<std::uintptr_t>(v.data) >
+        std::numeric_limits<std::uintptr_t>::max() - std::uintptr_t(bytes))
+      return make_result(Status::kErrorInvalidStride,
+                         "%s must end within the address space (data + %lld bytes wraps)", name,
+                         static_cast<long long>(bytes));
   }
   return Result{};
 }
@@ -201,18 +250,22 @@ Result Validator::check_extent(const TensorView& v, const char* name, int dim, s
 }
 
 Result Validator::check_scale(const Scale& s, const char* name) const {
+  if (s.convention != ScaleConvention::kDivide && s.convention != ScaleConvention::kMultiply)
+    return make_result(Status::kErrorInvalidArgument,
+                       "%s.convention must be kDivide or kMultiply, got %d", name,
+                       static_cast<int>(s.convention));
   if (s.device != nullptr) {
     if (reinterpret_cast<std::uintptr_t>(s.device) % alignof(float) != 0)
       return make_result(Status::kErrorMisaligned, "%s.device must be 4-byte aligned", name);
+    if (reinterpret_cast<std::uintptr_t>(s.device) > ~std::uintptr_t(0) - sizeof(float))
+      return make_result(Status::kErrorInvalidArgument,
+                         "%s.device must point within the address space", name);
     return Result{};
   }
+  // Any positive finite scale: the quantization step is exact IEEE arithmetic
+  // for every scale (core/detail/element_math.hpp, apply_scale).
   if (!(std::isfinite(s.value) && s.value > 0.f))
     return make_result(Status::kErrorInvalidScale, "%s must be positive and finite, got %g", name,
-                       static_cast<double>(s.value));
-  // The quantization step's exactness argument covers this range
-  // (core/detail/element_math.hpp, apply_scale).
-  if (s.value < 0x1p-60f || s.value > 0x1p60f)
-    return make_result(Status::kErrorInvalidScale, "%s must be in [2^-60, 2^60], got %g", name,
                        static_cast<double>(s.value));
   return Result{};
 }
@@ -236,7 +289,10 @@ Result Validator::check_overlaps() const {
   const TensorView skipped = scalar_view(a_.checked.skipped_tokens, DType::kInt64);
   const TensorView qs = scalar_view(a_.q_scale.device, DType::kFloat32);
   const TensorView ks = scalar_view(a_.k_scale.device, DType::kFloat32);
-  const TensorView vs = scalar_view(a_.v_scale.device, DType::kFloat32);
+  // MLA has no value: its scale is neither read nor validated.
+  const TensorView vs = a_.kind == AttentionKind::kMla
+                            ? TensorView{}
+                            : scalar_view(a_.v_scale.device, DType::kFloat32);
   const Named outputs[] = {{&a_.q_rope_out, "q_rope_out"},
                            {&a_.q_nope_out, "q_nope_out"},
                            {&a_.k_cache_rope, "k_cache_rope"},
@@ -491,6 +547,9 @@ Result Validator::run(LaunchParams* out) {
   if (a.checked.skipped_tokens != nullptr &&
       reinterpret_cast<std::uintptr_t>(a.checked.skipped_tokens) % 8 != 0)
     return make_result(Status::kErrorMisaligned, "checked.skipped_tokens must be 8-byte aligned");
+  if (reinterpret_cast<std::uintptr_t>(a.checked.skipped_tokens) > ~std::uintptr_t(0) - 8)
+    return make_result(Status::kErrorInvalidArgument,
+                       "checked.skipped_tokens must point within the address space");
 
   // ---- overlapping outputs
   ROPEKV_TRY(check_overlaps());
@@ -567,12 +626,17 @@ Result Validator::run(LaunchParams* out) {
     p.batch_size = batch;
     p.num_kv_indices = ci.kv_indices.extent[0];
   }
-  p.q_scale = a.q_scale.value;
-  p.k_scale = a.k_scale.value;
-  p.v_scale = a.v_scale.value;
-  p.q_scale_ptr = a.q_scale.device;
-  p.k_scale_ptr = a.k_scale.device;
-  p.v_scale_ptr = a.v_scale.device;
+  // A scale is read only where it applies: an FP8 output of a present tensor.
+  auto lower_scale = [](const Scale& sc, bool applies, float* value, const float** ptr,
+                        ScaleConvention* convention) {
+    if (!applies) return;  // the defaults: 1, not read, dividing
+    *value = sc.value;
+    *ptr = sc.device;
+    *convention = sc.convention;
+  };
+  lower_scale(a.q_scale, is_fp8(qo), &p.q_scale, &p.q_scale_ptr, &p.q_scale_convention);
+  lower_scale(a.k_scale, is_fp8(cd), &p.k_scale, &p.k_scale_ptr, &p.k_scale_convention);
+  lower_scale(a.v_scale, is_fp8(cd) && !mla, &p.v_scale, &p.v_scale_ptr, &p.v_scale_convention);
   p.checked = a.checked.enabled;
   p.skipped_tokens = a.checked.skipped_tokens;
   p.stream = a.stream;

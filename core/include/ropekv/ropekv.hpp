@@ -70,6 +70,9 @@ struct TensorView {
   std::int64_t stride[4] = {0, 0, 0, 0};
 
   bool present() const noexcept { return rank > 0; }
+  // Number of elements: the product of the extents; 0 for an absent view or
+  // one with a zero extent; INT64_MAX when the product does not fit in 64
+  // bits (never wraps); -1 for an invalid view (rank above 4, negative extent).
   std::int64_t numel() const noexcept;
 };
 
@@ -96,22 +99,50 @@ enum class Addressing : std::int32_t {
   kPageTable = 1,    // FlashInfer/SGLang: kv_indices, kv_indptr, batch_indices, kv_positions
 };
 
-// A per-tensor dequantization scale (real ~= stored * scale; stored =
-// convert(value / scale)). Either a host float or a pointer to one float in
-// the backend's memory (device memory for CUDA/HIP), read at run time, so that
-// a captured graph sees updated scales. Scales apply to FP8 outputs only; for
-// bf16/fp16/fp32 outputs they are ignored (a host scale is still validated).
+// How a scale turns a value into the stored code (per scale: q, k and v may
+// differ). Both are exact IEEE float32 operations on every backend, then the
+// output format's conversion; `value / s` and `value * (1 / s)` differ in the
+// last bit for most s, so pick the convention the scale was made for.
+enum class ScaleConvention : std::int32_t {
+  // stored = convert(value / scale): a dequantization scale (real ~= stored *
+  // scale), as vLLM keeps them. The default.
+  kDivide = 0,
+  // stored = convert(value * scale): a quantization scale (FlashInfer,
+  // TensorRT-LLM, vLLM's "scale inverted" kernels).
+  kMultiply = 1,
+};
+
+// A per-tensor scale: a host float or a pointer to one float in the
+// backend's memory (device memory for CUDA/HIP), read at run time, so that a
+// captured graph sees updated scales; and its convention. Scales apply to FP8
+// outputs only; for bf16/fp16/fp32 outputs they are ignored (not read), and
+// the scale of an absent tensor (MLA's value) is neither read nor validated.
+// A host scale must be positive and finite; a device scale is the caller's
+// (any float gives the IEEE result of the convention).
 struct Scale {
   float value = 1.0f;
   const float* device = nullptr;  // when set, `value` is ignored
-  static Scale host(float v) noexcept {
+  ScaleConvention convention = ScaleConvention::kDivide;
+
+  // Dividing (dequantization) scales.
+  static Scale host(float v) noexcept { return make(v, nullptr, ScaleConvention::kDivide); }
+  static Scale on_device(const float* p) noexcept {
+    return make(1.0f, p, ScaleConvention::kDivide);
+  }
+  // Multiplying (quantization) scales.
+  static Scale host_multiplier(float m) noexcept {
+    return make(m, nullptr, ScaleConvention::kMultiply);
+  }
+  static Scale on_device_multiplier(const float* p) noexcept {
+    return make(1.0f, p, ScaleConvention::kMultiply);
+  }
+
+ private:
+  static Scale make(float v, const float* p, ScaleConvention c) noexcept {
     Scale s;
     s.value = v;
-    return s;
-  }
-  static Scale on_device(const float* p) noexcept {
-    Scale s;
     s.device = p;
+    s.convention = c;
     return s;
   }
 };
