@@ -193,15 +193,12 @@ ROPEKV_HD PairIndex pair_index(RopeStyle style, std::int64_t p, std::int64_t hal
 // scale's convention (ScaleConvention):
 //  * dividing:    q = RN(v / s), IEEE float32 division;
 //  * multiplying: q = RN(v * s), one IEEE float32 multiplication.
-// Both are written as one form, q = RN(v / divisor) * factor, with divisor s
-// and factor 1 (dividing) or divisor 1 and factor s (multiplying): dividing
-// by 1 and multiplying by 1 are exact, so each convention rounds once.
 // apply_scale is the one definition of that step; it has two instruction
-// sequences for the division, chosen per compilation target:
-//  * host: the divide instruction, which is IEEE division by definition
-//    (SSE/AVX divps is correctly rounded; no fast-math here). It is the
-//    cheapest form on the host: the divider runs beside the other vector
-//    units, where the sequence below costs five vector instructions;
+// sequences, chosen per compilation target:
+//  * host: the divide (or multiply) instruction, IEEE by definition (SSE/AVX
+//    divps is correctly rounded; no fast-math here). It is the cheapest form
+//    on the host: the divider runs beside the other vector units, where the
+//    sequence below costs five vector instructions;
 //  * device (CUDA, HIP): apply_scale_markstein, without a divide instruction
 //    for divisors in [2^-60, 2^60] (a GPU's IEEE division is a slow
 //    multi-instruction sequence), and IEEE division (`/`, correctly rounded:
@@ -218,55 +215,57 @@ ROPEKV_HD PairIndex pair_index(RopeStyle style, std::int64_t p, std::int64_t hal
 //  * |v| < 2^-100 (the remainder may underflow): the quotient is below
 //    2^-40 and may be off by an ulp, which no FP8 format can see (their
 //    smallest step is 2^-16 at most); likewise quotients from 2^127 on.
-// So every FP8 code of the two forms is the code of the IEEE quotient, and
-// host and device store the same bits, for every scale and both
-// conventions. Tests compare apply_scale_markstein with IEEE division and
-// multiplication over every float32 input on the GPU and a dense sweep on
-// the host (tests/test_scale_division.cpp, which also checks the host's
-// apply_scale). Scales apply to FP8 outputs only.
+// A multiplying scale m runs the same instructions with y = m and keeps q0 =
+// RN(v*m) always (keep_q0 = 0), so neither convention pays for the other.
+// So every FP8 code is the code of the IEEE quotient or product, and host
+// and device store the same bits, for every scale and both conventions.
+// Tests compare apply_scale_markstein with IEEE division and multiplication
+// over every float32 input on the GPU and a dense sweep on the host
+// (tests/test_scale_division.cpp, which also checks the host's apply_scale).
+// Scales apply to FP8 outputs only.
 struct ScaleDivisor {
-  float divisor;  // v is divided by this: the scale (dividing) or 1 (multiplying)
-  float recip;    // RN(1 / divisor), for the device's Markstein division
-  float factor;   // the quotient is multiplied by this: 1 (dividing) or the scale
+  float divisor;  // dividing: the scale s (multiplying: 1, unused)
+  float recip;    // dividing: RN(1 / s); multiplying: the scale m
+  // q0 is the result where (|q0 bits| - 1), unsigned, is at least this:
+  // 0x7f7fffff (dividing: q0 zero, infinite or NaN) or 0 (multiplying).
+  std::uint32_t keep_q0;
+  bool ieee;  // dividing by s outside [2^-60, 2^60]: v / s itself
 };
-ROPEKV_HD ScaleDivisor make_divisor(float scale, ScaleConvention convention) {
-  const bool multiply = convention == ScaleConvention::kMultiply;
-  ScaleDivisor d;
-  d.divisor = multiply ? 1.0f : scale;
-  d.recip = 1.0f / d.divisor;  // IEEE division: correctly rounded
-  d.factor = multiply ? scale : 1.0f;
-  return d;
-}
 // Divisors for which the Markstein form is proven exact: [2^-60, 2^60]
 // (float bits 0x21800000 .. 0x5d800000; negative and NaN bits fall outside).
 ROPEKV_HD bool markstein_exact(float divisor) {
   return f32_bits(divisor) - 0x21800000u <= 0x5d800000u - 0x21800000u;
 }
+ROPEKV_HD ScaleDivisor make_divisor(float scale, ScaleConvention convention) {
+  const bool multiply = convention == ScaleConvention::kMultiply;
+  ScaleDivisor d;
+  d.divisor = multiply ? 1.0f : scale;
+  d.recip = multiply ? scale : 1.0f / scale;  // IEEE division: correctly rounded
+  d.keep_q0 = multiply ? 0u : 0x7f7fffffu;
+  d.ieee = !multiply && !markstein_exact(scale);
+  return d;
+}
 // The device's quantization step (see above); callable on the host for tests.
 ROPEKV_HD float apply_scale_markstein(float v, ScaleDivisor d) {
-  float q;
-  if (markstein_exact(d.divisor)) {
-    const float q0 = v * d.recip;
+  if (d.ieee) return v / d.divisor;  // IEEE division
+  const float q0 = v * d.recip;
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
-    const float e = ::fmaf(-d.divisor, q0, v);
-    const float q1 = ::fmaf(e, d.recip, q0);
+  const float e = ::fmaf(-d.divisor, q0, v);
+  const float q1 = ::fmaf(e, d.recip, q0);
 #else
-    const float e = std::fmaf(-d.divisor, q0, v);
-    const float q1 = std::fmaf(e, d.recip, q0);
+  const float e = std::fmaf(-d.divisor, q0, v);
+  const float q1 = std::fmaf(e, d.recip, q0);
 #endif
-    // q0 is zero, infinite or NaN <=> (|bits| - 1) wraps or reaches inf's bits.
-    const std::uint32_t special = (f32_bits(q0) & 0x7fffffffu) - 1u;
-    q = special >= 0x7f7fffffu ? q0 : q1;
-  } else {
-    q = v / d.divisor;  // IEEE division
-  }
-  return q * d.factor;
+  // Dividing: q0 is zero, infinite or NaN <=> (|bits| - 1) wraps or reaches
+  // inf's bits; multiplying: always q0.
+  const std::uint32_t special = (f32_bits(q0) & 0x7fffffffu) - 1u;
+  return special >= d.keep_q0 ? q0 : q1;
 }
 ROPEKV_HD float apply_scale(float v, ScaleDivisor d) {
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
   return apply_scale_markstein(v, d);
 #else
-  return (v / d.divisor) * d.factor;
+  return d.keep_q0 == 0u ? v * d.recip : v / d.divisor;
 #endif
 }
 

@@ -159,10 +159,18 @@ bool side_by_side(const TensorView& a, const TensorView& b) {
 // union of translates by multiples of T of one segment each, and the two
 // segments are disjoint modulo T. This proves NHD/HND rotary vs non-rotary
 // views, stacked K/V caches and MLA [latent | rope] entries disjoint.
-bool provably_disjoint(const TensorView& a, const TensorView& b) {
-  const Span sa = span_of(a), sb = span_of(b);
+// sa, sb: span_of(a), span_of(b) (made once per view by the caller).
+bool interleaved_disjoint(const TensorView& a, const Span& sa, const TensorView& b,
+                          const Span& sb);
+inline bool provably_disjoint(const TensorView& a, const Span& sa, const TensorView& b,
+                              const Span& sb) {
   if (sa.lo == sa.hi || sb.lo == sb.hi) return true;
   if (sa.hi <= sb.lo || sb.hi <= sa.lo) return true;
+  return interleaved_disjoint(a, sa, b, sb);
+}
+// The rest of provably_disjoint, for views whose spans overlap.
+bool interleaved_disjoint(const TensorView& a, const Span& sa, const TensorView& b,
+                          const Span& sb) {
   if (side_by_side(a, b)) return true;
   const TensorView* views[2] = {&a, &b};
   for (const TensorView* src : views) {
@@ -316,6 +324,11 @@ Result Validator::check_overlaps() const {
                           {slots ? &none : &ci.batch_indices, "cache_index.batch_indices"},
                           {slots ? &none : &ci.kv_positions, "cache_index.kv_positions"}};
   constexpr std::size_t kOutputs = sizeof(outputs) / sizeof(outputs[0]);
+  constexpr std::size_t kInputs = sizeof(inputs) / sizeof(inputs[0]);
+  // Each view's byte span once: most pairs are told apart by their spans.
+  Span out_span[kOutputs], in_span[kInputs];
+  for (std::size_t i = 0; i < kOutputs; ++i) out_span[i] = span_of(*outputs[i].view);
+  for (std::size_t i = 0; i < kInputs; ++i) in_span[i] = span_of(*inputs[i].view);
   for (const Named& o : outputs) {
     if (!self_disjoint(*o.view))
       return make_result(Status::kErrorOverlap,
@@ -325,14 +338,14 @@ Result Validator::check_overlaps() const {
   }
   for (std::size_t i = 0; i < kOutputs; ++i) {
     for (std::size_t j = i + 1; j < kOutputs; ++j) {
-      if (!provably_disjoint(*outputs[i].view, *outputs[j].view))
+      if (!provably_disjoint(*outputs[i].view, out_span[i], *outputs[j].view, out_span[j]))
         return make_result(Status::kErrorOverlap, "%s and %s must not overlap", outputs[i].name,
                            outputs[j].name);
     }
-    for (const Named& in : inputs) {
-      if (!provably_disjoint(*outputs[i].view, *in.view))
+    for (std::size_t j = 0; j < kInputs; ++j) {
+      if (!provably_disjoint(*outputs[i].view, out_span[i], *inputs[j].view, in_span[j]))
         return make_result(Status::kErrorOverlap, "output %s must not overlap input %s",
-                           outputs[i].name, in.name);
+                           outputs[i].name, inputs[j].name);
     }
   }
   return Result{};

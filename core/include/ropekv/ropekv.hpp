@@ -54,7 +54,8 @@ const char* to_string(Status status) noexcept;
 // and the rule, e.g. "k_cache_rope.stride[3] must be 1, got 2".
 struct Result {
   Status status = Status::kSuccess;
-  char message[256] = {};
+  char message[256];  // a C string ("" on success); bytes past its end are unspecified
+  Result() noexcept { message[0] = '\0'; }
   bool ok() const noexcept { return status == Status::kSuccess; }
 };
 
