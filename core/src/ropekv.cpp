@@ -24,21 +24,6 @@ const char* to_string(DType dtype) noexcept {
   return "unknown";
 }
 
-std::size_t size_of(DType dtype) noexcept {
-  switch (dtype) {
-    case DType::kFloat32:
-    case DType::kInt32: return 4;
-    case DType::kFloat16:
-    case DType::kBFloat16: return 2;
-    case DType::kFloat8E4M3FN:
-    case DType::kFloat8E5M2:
-    case DType::kFloat8E4M3FNUZ: return 1;
-    case DType::kInt64: return 8;
-    case DType::kInvalid: return 0;
-  }
-  return 0;
-}
-
 const char* to_string(Status status) noexcept {
   switch (status) {
     case Status::kSuccess: return "success";

@@ -26,7 +26,21 @@ enum class DType : std::int32_t {
   kInt64,
 };
 const char* to_string(DType dtype) noexcept;
-std::size_t size_of(DType dtype) noexcept;  // bytes per element, 0 for kInvalid
+// Bytes per element, 0 for kInvalid (inline: validation asks it per view).
+constexpr std::size_t size_of(DType dtype) noexcept {
+  switch (dtype) {
+    case DType::kFloat32:
+    case DType::kInt32: return 4;
+    case DType::kFloat16:
+    case DType::kBFloat16: return 2;
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E4M3FNUZ: return 1;
+    case DType::kInt64: return 8;
+    case DType::kInvalid: return 0;
+  }
+  return 0;
+}
 
 // ---------------------------------------------------------------- status
 enum class Status : std::int32_t {
@@ -52,10 +66,25 @@ const char* to_string(Status status) noexcept;
 
 // The outcome of every call: a status plus a message that names the argument
 // and the rule, e.g. "k_cache_rope.stride[3] must be 1, got 2".
+//
+// The message is a NUL-terminated string; the bytes after its NUL are not
+// part of it (a success costs no 256-byte clear, and copies copy the string).
 struct Result {
   Status status = Status::kSuccess;
-  char message[256];  // a C string ("" on success); bytes past its end are unspecified
+  char message[256];
+
   Result() noexcept { message[0] = '\0'; }
+  Result(const Result& other) noexcept { *this = other; }
+  Result& operator=(const Result& other) noexcept {
+    status = other.status;
+    std::size_t n = 0;
+    while (n + 1 < sizeof message && other.message[n] != '\0') {
+      message[n] = other.message[n];
+      ++n;
+    }
+    message[n] = '\0';
+    return *this;
+  }
   bool ok() const noexcept { return status == Status::kSuccess; }
 };
 
