@@ -13,6 +13,7 @@ packages=(
   libtrilinos-kokkos-dev                               # host backend (Kokkos)
   hipcc libamdhip64-dev                                # HIP backend (compile-only here)
   python3-matplotlib                                   # perf plots
+  clang-14 libclang-rt-14-dev llvm-14                  # fuzzing (libFuzzer, sanitizers, symbolizer)
 )
 
 missing=()
