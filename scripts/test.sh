@@ -95,7 +95,7 @@ fi
 
 bash scripts/tsan.sh && summary+=("tsan  PASSED   threaded host tests under ThreadSanitizer") || { summary+=("tsan  FAILED   scripts/tsan.sh"); status=1; }
 bash scripts/fuzz.sh && summary+=("fuzz  PASSED   $(cat build/fuzz/summary.txt 2>/dev/null)") || { summary+=("fuzz  FAILED   scripts/fuzz.sh (inputs in build/fuzz/findings)"); status=1; }
-bash scripts/hip_resources.sh --check --report-only && summary+=("hipres PASSED  HIP kernel resources (report-only for scratch)") || { summary+=("hipres FAILED  scripts/hip_resources.sh --check"); status=1; }
+bash scripts/hip_resources.sh --check && summary+=("hipres PASSED  HIP kernel resources: no scratch in the vector and decode kernels") || { summary+=("hipres FAILED  scripts/hip_resources.sh --check"); status=1; }
 echo
 echo "==================== ropekv test summary, $((SECONDS - total_start)) s (ctest logs in $logdir/)"
 for s in "${summary[@]}"; do echo "$s"; done
