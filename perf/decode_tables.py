@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Markdown tables of a ropekv_perf JSON file (GPU rows) for perf/RESULTS.md.
+
+Usage: python3 perf/decode_tables.py results/perf.json
+
+1. Decode (nnz <= 256): per shape, token count and addressing form, the floor of
+   the dependent-load chain and the fused op, rotated and hot, without PDL, with
+   PDL and with PDL + early indices; ratio to the floor.
+2. PDL on / off at every token count (slot mapping, rotated buffers).
+3. CPU time per call: run() against a bare launch of the same kernel.
+"""
+import json
+import sys
+
+
+def load(path):
+    with open(path) as f:
+        data = json.load(f)
+    rows = {}
+    for b in data.get("benchmarks", []):
+        if b.get("error_occurred"):
+            continue
+        name = b["name"].split("/iterations")[0]
+        rows[name] = b
+    return rows
+
+
+def us(rows, name):
+    b = rows.get(name)
+    return b["us_per_call"] if b else None
+
+
+def fmt(x, spec=".2f"):
+    return format(x, spec) if isinstance(x, (int, float)) else "-"
+
+
+def decode_table(rows):
+    shapes = []
+    for name in rows:
+        parts = name.split("/")
+        if len(parts) == 3 and parts[0] == "cuda-floor" and parts[1] not in shapes:
+            shapes.append(parts[1])
+    print("| shape | nnz | addressing | floor rot / hot | fused rot / hot (x floor) "
+          "| PDL rot / hot | PDL + early rot / hot |")
+    print("|---|---|---|---|---|---|---|")
+    for s in shapes:
+        for n in (1, 8, 64, 256):
+            for pt in ("", "-pt"):
+                key = lambda kind: f"{kind}{pt}/{s}/nnz:{n}"
+                fr, fh = us(rows, key("cuda-floor")), us(rows, key("cuda-floor-hot"))
+                r, h = us(rows, key("cuda")), us(rows, key("cuda-hot"))
+                pr, ph = us(rows, key("cuda-pdl")), us(rows, key("cuda-hot-pdl"))
+                er, eh = us(rows, key("cuda-pdl-early")), us(rows, key("cuda-hot-pdl-early"))
+                if r is None:
+                    continue
+                xr = r / fr if fr else None
+                xh = h / fh if fh else None
+                print(f"| {s} | {n} | {'page table' if pt else 'slot mapping'} | "
+                      f"{fmt(fr)} / {fmt(fh)} | {fmt(r)} / {fmt(h)} ({fmt(xr)} / {fmt(xh)}) | "
+                      f"{fmt(pr)} / {fmt(ph)} | {fmt(er)} / {fmt(eh)} |")
+
+
+def pdl_table(rows):
+    print("| shape | nnz | no PDL µs | PDL µs | PDL / no PDL | path |")
+    print("|---|---|---|---|---|---|")
+    for name, b in rows.items():
+        parts = name.split("/")
+        if len(parts) != 3 or parts[0] != "cuda":
+            continue
+        p = us(rows, f"cuda-pdl/{parts[1]}/{parts[2]}")
+        if p is None:
+            continue
+        label = b.get("label", "")
+        path = label.split("path ")[1].split(";")[0] if "path " in label else "-"
+        print(f"| {parts[1]} | {parts[2].split(':')[1]} | {fmt(b['us_per_call'])} | {fmt(p)} | "
+              f"{fmt(p / b['us_per_call'], '.3f')} | {path} |")
+
+
+def cpu_table(rows):
+    print("| shape | nnz | run() CPU µs | bare launch CPU µs | run() - launch µs |")
+    print("|---|---|---|---|---|")
+    for name, b in rows.items():
+        parts = name.split("/")
+        if len(parts) != 3 or parts[0] != "cuda-cpu-run":
+            continue
+        bare = us(rows, f"cuda-cpu-launch/{parts[1]}/{parts[2]}")
+        print(f"| {parts[1]} | {parts[2].split(':')[1]} | {fmt(b['us_per_call'])} | {fmt(bare)} | "
+              f"{fmt(b['us_per_call'] - bare if bare else None)} |")
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    rows = load(argv[1])
+    print("### Decode\n")
+    decode_table(rows)
+    print("\n### PDL on and off\n")
+    pdl_table(rows)
+    print("\n### CPU time per call\n")
+    cpu_table(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
