@@ -160,7 +160,7 @@ __device__ __forceinline__ uint2 encode8_with(const float (&v)[8], ScaleDivisor 
 }
 template <DType Out>
 __device__ __forceinline__ uint2 encode8(const float (&v)[8], ScaleDivisor scale) {
-  return scale.ieee ? encode8_with<Out, true>(v, scale) : encode8_with<Out, false>(v, scale);
+  return needs_ieee(scale) ? encode8_with<Out, true>(v, scale) : encode8_with<Out, false>(v, scale);
 }
 
 // Compile-time unit counts of a specialisation (kR > 0), or the launch's own.
@@ -800,21 +800,29 @@ __device__ __forceinline__ std::uint8_t encode_fp8(float v) {
   return Format<Out>::encode(v);
 }
 
+// The scale step of the generic kernels: kIeee when a divisor of the launch
+// needs IEEE division (decided once per launch), else the Markstein form.
+template <bool kIeee>
+__device__ __forceinline__ float scale_step(float v, ScaleDivisor scale) {
+  return kIeee ? apply_scale(v, scale) : apply_scale_fast(v, scale);
+}
+
 // store_value (element_math.hpp) for an output dtype known at run time.
+template <bool kIeee>
 __device__ __forceinline__ void store_out(char* base, DType d, std::int64_t i, float v,
                                           ScaleDivisor scale) {
   switch (d) {
     case DType::kFloat8E4M3FN:
       reinterpret_cast<std::uint8_t*>(base)[i] =
-          encode_fp8<DType::kFloat8E4M3FN>(apply_scale(v, scale));
+          encode_fp8<DType::kFloat8E4M3FN>(scale_step<kIeee>(v, scale));
       break;
     case DType::kFloat8E5M2:
       reinterpret_cast<std::uint8_t*>(base)[i] =
-          encode_fp8<DType::kFloat8E5M2>(apply_scale(v, scale));
+          encode_fp8<DType::kFloat8E5M2>(scale_step<kIeee>(v, scale));
       break;
     case DType::kFloat8E4M3FNUZ:
       reinterpret_cast<std::uint8_t*>(base)[i] =
-          encode_fp8<DType::kFloat8E4M3FNUZ>(apply_scale(v, scale));
+          encode_fp8<DType::kFloat8E4M3FNUZ>(scale_step<kIeee>(v, scale));
       break;
     case DType::kBFloat16:
       reinterpret_cast<std::uint16_t*>(base)[i] = store_value<DType::kBFloat16>(v, scale);
@@ -828,14 +836,14 @@ __device__ __forceinline__ void store_out(char* base, DType d, std::int64_t i, f
 
 // The stored value of v in output dtype Out, or in `d` when Out is kInvalid
 // (output dtype known at run time only).
-template <DType Out>
+template <DType Out, bool kIeee>
 __device__ __forceinline__ void store_as(char* base, DType d, std::int64_t i, float v,
                                          ScaleDivisor scale) {
   if constexpr (Out == DType::kFloat8E4M3FN || Out == DType::kFloat8E5M2 ||
                 Out == DType::kFloat8E4M3FNUZ) {
-    reinterpret_cast<std::uint8_t*>(base)[i] = encode_fp8<Out>(apply_scale(v, scale));
+    reinterpret_cast<std::uint8_t*>(base)[i] = encode_fp8<Out>(scale_step<kIeee>(v, scale));
   } else {
-    store_out(base, d, i, v, scale);
+    store_out<kIeee>(base, d, i, v, scale);
   }
 }
 
@@ -847,7 +855,7 @@ __device__ __forceinline__ float load_cos(const char* cs, std::int64_t i) {
 
 // One head row: rotary part (if `rope_dst`), then `copy_n` pass-through
 // elements; lanes stride over pairs / elements.
-template <DType In, DType Out, bool kCosF32>
+template <DType In, DType Out, bool kCosF32, bool kIeee>
 __device__ __forceinline__ void generic_row(const LaunchParams& p, const char* rope_src,
                                             char* rope_dst, const char* copy_src, char* copy_dst,
                                             std::int64_t copy_n, DType out, const char* cs,
@@ -859,25 +867,24 @@ __device__ __forceinline__ void generic_row(const LaunchParams& p, const char* r
       const RotatedPair r =
           rotate_pair(load_elem<In>(rope_src, ix.first), load_elem<In>(rope_src, ix.second),
                       load_cos<In, kCosF32>(cs, q), load_cos<In, kCosF32>(cs, half + q));
-      store_as<Out>(rope_dst, out, ix.first, r.y, scale);
-      store_as<Out>(rope_dst, out, ix.second, r.yp, scale);
+      store_as<Out, kIeee>(rope_dst, out, ix.first, r.y, scale);
+      store_as<Out, kIeee>(rope_dst, out, ix.second, r.yp, scale);
     }
   }
   for (std::int64_t e = lane; e < copy_n; e += kGroup)
-    store_as<Out>(copy_dst, out, e, load_elem<In>(copy_src, e), scale);
+    store_as<Out, kIeee>(copy_dst, out, e, load_elem<In>(copy_src, e), scale);
 }
 
 // One block per token (grid-stride); groups of kGroup threads take whole
 // head rows. In, Out (kInvalid: run time) and the cos/sin dtype are fixed at
 // compile time, so the per-element work has no dtype branch.
-template <DType In, DType Out, bool kCosF32>
-__device__ __forceinline__ void generic_tokens(const LaunchParams& p) {
+template <DType In, DType Out, bool kCosF32, bool kIeee>
+__device__ __forceinline__ void generic_tokens(const LaunchParams& p, const Divisors& d) {
   const int lane = int(threadIdx.x) % kGroup;
   const int group = int(threadIdx.x) / kGroup;
   const int groups = int(blockDim.x) / kGroup;
   const std::int64_t in_es = p.in_size, qo_es = p.q_out_size, c_es = p.cache_size;
   const std::int64_t rows = p.num_q_heads + p.num_kv_heads * (p.v_dim > 0 ? 2 : 1);
-  const Divisors d = load_divisors(p);
   for (std::int64_t t = blockIdx.x; t < p.nnz; t += gridDim.x) {
     const TokenPlan plan = plan_token(p, t);
     if (!plan.write) {
@@ -889,7 +896,7 @@ __device__ __forceinline__ void generic_tokens(const LaunchParams& p) {
     for (std::int64_t r = group; r < rows; r += groups) {
       if (r < p.num_q_heads) {
         const std::int64_t h = r;
-        generic_row<In, Out, kCosF32>(
+        generic_row<In, Out, kCosF32, kIeee>(
             p, p.q_rope.data + (t * p.q_rope.token_stride + h * p.q_rope.head_stride) * in_es,
             p.q_rope_out.data +
                 (t * p.q_rope_out.token_stride + h * p.q_rope_out.head_stride) * qo_es,
@@ -899,7 +906,7 @@ __device__ __forceinline__ void generic_tokens(const LaunchParams& p) {
             p.nope_dim, p.q_out_dtype, cs, d.q, lane);
       } else if (r < p.num_q_heads + p.num_kv_heads) {
         const std::int64_t h = r - p.num_q_heads;
-        generic_row<In, Out, kCosF32>(
+        generic_row<In, Out, kCosF32, kIeee>(
             p, p.k_rope.data + (t * p.k_rope.token_stride + h * p.k_rope.head_stride) * in_es,
             p.k_cache_rope.data +
                 cache_offset(plan.page, plan.entry, h, p.k_cache_rope.stride) * c_es,
@@ -909,7 +916,7 @@ __device__ __forceinline__ void generic_tokens(const LaunchParams& p) {
             p.nope_dim, p.cache_dtype, cs, d.k, lane);
       } else {
         const std::int64_t h = r - p.num_q_heads - p.num_kv_heads;
-        generic_row<In, Out, kCosF32>(
+        generic_row<In, Out, kCosF32, kIeee>(
             p, nullptr, nullptr, p.v.data + (t * p.v.token_stride + h * p.v.head_stride) * in_es,
             p.v_cache.data + cache_offset(plan.page, plan.entry, h, p.v_cache.stride) * c_es,
             p.v_dim, p.cache_dtype, cs, d.v, lane);
@@ -925,7 +932,11 @@ __global__ void __launch_bounds__(kGenericBlock, kGenericMinBlocks)
     fused_generic_kernel(const LaunchParams p) {
   dependency_wait();
   dependents_launch();
-  generic_tokens<In, Out, kCosF32>(p);
+  const Divisors d = load_divisors(p);
+  if (needs_ieee(d.q) || needs_ieee(d.k) || needs_ieee(d.v))
+    generic_tokens<In, Out, kCosF32, true>(p, d);
+  else
+    generic_tokens<In, Out, kCosF32, false>(p, d);
 }
 
 }  // namespace gpu

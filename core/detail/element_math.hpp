@@ -227,10 +227,12 @@ struct ScaleDivisor {
   float divisor;  // dividing: the scale s (multiplying: 1, unused)
   float recip;    // dividing: RN(1 / s); multiplying: the scale m
   // q0 is the result where (|q0 bits| - 1), unsigned, is at least this:
-  // 0x7f7fffff (dividing: q0 zero, infinite or NaN) or 0 (multiplying).
+  // 0x7f7fffff (dividing: q0 zero, infinite or NaN) or 0 (multiplying);
+  // kIeeeDivision: dividing by s outside [2^-60, 2^60], v / s itself.
   std::uint32_t keep_q0;
-  bool ieee;  // dividing by s outside [2^-60, 2^60]: v / s itself
 };
+constexpr std::uint32_t kIeeeDivision = 1u;
+ROPEKV_HD bool needs_ieee(ScaleDivisor d) { return d.keep_q0 == kIeeeDivision; }
 // Divisors for which the Markstein form is proven exact: [2^-60, 2^60]
 // (float bits 0x21800000 .. 0x5d800000; negative and NaN bits fall outside).
 ROPEKV_HD bool markstein_exact(float divisor) {
@@ -241,13 +243,12 @@ ROPEKV_HD ScaleDivisor make_divisor(float scale, ScaleConvention convention) {
   ScaleDivisor d;
   d.divisor = multiply ? 1.0f : scale;
   d.recip = multiply ? scale : 1.0f / scale;  // IEEE division: correctly rounded
-  d.keep_q0 = multiply ? 0u : 0x7f7fffffu;
-  d.ieee = !multiply && !markstein_exact(scale);
+  d.keep_q0 = multiply ? 0u : (markstein_exact(scale) ? 0x7f7fffffu : kIeeeDivision);
   return d;
 }
 // The Markstein form alone: the device's quantization step for a divisor
-// with !d.ieee (kernels test d.ieee once per group of elements, not per
-// element); callable on the host for tests.
+// that does not need_ieee (kernels test that once per group of elements or
+// per launch, not per element); callable on the host for tests.
 ROPEKV_HD float apply_scale_fast(float v, ScaleDivisor d) {
   const float q0 = v * d.recip;
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
@@ -264,7 +265,7 @@ ROPEKV_HD float apply_scale_fast(float v, ScaleDivisor d) {
 }
 // The device's quantization step (see above); callable on the host for tests.
 ROPEKV_HD float apply_scale_markstein(float v, ScaleDivisor d) {
-  return d.ieee ? v / d.divisor : apply_scale_fast(v, d);  // v / s: IEEE division
+  return needs_ieee(d) ? v / d.divisor : apply_scale_fast(v, d);  // v / s: IEEE division
 }
 ROPEKV_HD float apply_scale(float v, ScaleDivisor d) {
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
