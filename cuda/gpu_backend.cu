@@ -195,7 +195,7 @@ const void* vec_kernel(const LaunchParams& p) {
   return reinterpret_cast<const void*>(&fused_vec_kernel<In, Out, Cos, kR, kN, kDv>);
 }
 
-// Canonical shapes of PERF.md get their own specialisation (bf16/fp16 in,
+// The perf suite's canonical shapes get their own specialisation (bf16/fp16 in,
 // e4m3fn out, fp32 cos/sin); every other eligible case the run-time shape
 // kernel.
 template <VecFamily F, DType In, DType Out, DType Cos>

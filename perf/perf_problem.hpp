@@ -1,4 +1,4 @@
-// The perf suite's problems: the canonical shapes of PERF.md, the token
+// The perf suite's problems: the canonical shapes, the token
 // indices of a decode or prefill batch, the byte model, and the ropekv
 // argument views over one set of buffers. Plain C++ (no vendor types), shared
 // by the host benchmarks and the CUDA timing code, which differ only in where
@@ -41,7 +41,7 @@ struct Shape {
   std::int64_t row_pad = 0;
   // Token counts timed on the host and on GPUs.
   std::vector<std::int64_t> host_nnz, gpu_nnz;
-  bool canonical = true;  // a shape of PERF.md's table (else a variant of one)
+  bool canonical = true;  // a canonical shape (else a variant of one)
 
   std::int64_t head_dim() const { return rotary + nope; }
 };
@@ -78,7 +78,7 @@ struct Sizes {
 };
 Sizes sizes_of(const Shape& s, const Batch& b);
 
-// Bytes one call moves by the byte model of PERF.md (reads: q, k, v in bf16,
+// Bytes one call moves by the byte model (reads: q, k, v in bf16,
 // the fp32 cos/sin row, position + slot; writes: q, k, v in e4m3fn).
 double model_bytes(const Shape& s, std::int64_t nnz);
 

@@ -1,6 +1,6 @@
 // ropekv_perf: the perf suite (Google Benchmark) of the fused op and of the
-// unfused baseline, for every compiled backend, over the canonical shapes of
-// ../shared/notes/PERF.md. Run with --help for what it measures.
+// unfused baseline, for every compiled backend, over the canonical shapes
+// (perf_problem.cpp). Run with --help for what it measures.
 //
 // stdout carries only Google Benchmark's output (so --benchmark_format=json
 // stays valid JSON); the copy ceilings and notes go to stderr.

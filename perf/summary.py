@@ -4,7 +4,7 @@
 Usage: python3 perf/summary.py results/perf.json
 
 One row per benchmark: name, µs per call, effective GB/s (byte model of
-PERF.md), % of the copy ceiling measured in the same run, speedup of the fused
+ropekv_perf --help), % of the copy ceiling measured in the same run, speedup of the fused
 op over the unfused baseline (fused rows only), the fused op's speed as a % of
 a plain copy of the same byte count (GPU, nnz >= 64), the fused time over the
 floor of its dependent-load chain (GPU decode rows), the CPU time of run()

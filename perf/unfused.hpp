@@ -9,7 +9,7 @@
 //      conversion (reshape_and_cache).
 // Element math comes from core/detail/element_math.hpp (one definition).
 // Supported: bf16 inputs, fp32 cos/sin table, e4m3fn outputs (the canonical
-// shapes of PERF.md); anything else returns kErrorUnsupportedDType.
+// shapes of the perf suite); anything else returns kErrorUnsupportedDType.
 #pragma once
 
 #include "ropekv/ropekv.hpp"

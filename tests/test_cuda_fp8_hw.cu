@@ -2,7 +2,7 @@
 // instruction where the host uses the shared
 // software encoder. This test proves the two bit-identical over EVERY float32
 // bit pattern, and reports what the raw instruction does with NaN of either
-// sign (SPEC.md asks for that check).
+// sign (the contract asks for that check).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// One test per validation rule (SPEC.md, "What bad input gets").
+// One test per validation rule (the contract's "bad input" rules, README.md).
 //
 // Every test starts from one valid baseline call (a small GQA case in host
 // memory, built with the public layout helpers), breaks exactly one thing and

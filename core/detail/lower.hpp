@@ -1,5 +1,5 @@
 // Validation and lowering: Arguments -> LaunchParams. Runs every host-side
-// rule of SPEC.md "What bad input gets"; on failure `out` is untouched and
+// rule of the contract (README.md); on failure `out` is untouched and
 // the Result names the argument and the rule.
 #pragma once
 

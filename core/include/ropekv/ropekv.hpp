@@ -199,7 +199,7 @@ struct CheckedMode {
   unsigned long long* skipped_tokens = nullptr;
 };
 
-// All arguments of one call. Shapes (SPEC.md):
+// All arguments of one call. Shapes:
 //   q_rope [nnz, Hq, R], q_nope [nnz, Hq, N], k_rope [nnz, Hk, R],
 //   k_nope [nnz, Hk, N], v [nnz, Hk, Dv] (GQA only); inputs bf16/fp16/fp32,
 //   all of one dtype. q_rope_out / q_nope_out: same shapes as q_rope / q_nope.
