@@ -47,11 +47,18 @@ int resident_per_sm(const void* kernel, unsigned block, std::size_t smem, int de
     unsigned block;
     int dev, blocks;
   };
+  // The calling thread's last answer first (an engine repeats its launches),
+  // then the shared cache.
+  thread_local Entry last = {nullptr, 0, -1, 0};
+  if (last.kernel == kernel && last.block == block && last.dev == dev) return last.blocks;
   static std::mutex mu;
   static std::vector<Entry> cache;
   std::lock_guard<std::mutex> lock(mu);
   for (const Entry& e : cache)
-    if (e.kernel == kernel && e.block == block && e.dev == dev) return e.blocks;
+    if (e.kernel == kernel && e.block == block && e.dev == dev) {
+      last = e;
+      return e.blocks;
+    }
   int n = 0;
   if ((smem > kDefaultShared && allow_shared(kernel, smem) != kSuccess) ||
       resident_blocks(kernel, int(block), smem, &n) != kSuccess || n < 0) {
@@ -59,6 +66,7 @@ int resident_per_sm(const void* kernel, unsigned block, std::size_t smem, int de
     n = 0;
   }
   cache.push_back(Entry{kernel, block, dev, n});
+  last = cache.back();
   return n;
 }
 
@@ -398,9 +406,9 @@ Result prepare_launch(const LaunchParams& p, PreparedLaunch* out) noexcept {
   PreparedLaunch& l = *out;
   l.stream = static_cast<Stream>(p.stream);
   l.pdl = p.pdl;
-  l.params = p;
   l.smem = 0;
   if (!vector_eligible(p)) {
+    l.params = p;
     l.path = Path::kGeneric;
     l.kernel = reinterpret_cast<const void*>(pick_generic(p));
     l.grid = dim3(grid_for(std::uint64_t(p.nnz) * kGenericBlock, kGenericBlock, sms, 8));
@@ -425,6 +433,7 @@ Result prepare_launch(const LaunchParams& p, PreparedLaunch* out) noexcept {
       return Result{};
     }
   }
+  l.params = p;
   // Vector kernels: at most one wave of resident blocks, teams loop over
   // tokens (and prefetch the next token's indices). Large launches take the
   // staged kernel where the vendor has asynchronous copies (and it fits).

@@ -67,9 +67,13 @@ std::int64_t TensorView::numel() const noexcept {
   }
   constexpr std::int64_t kMax = INT64_MAX;
   std::int64_t n = 1;
-  for (int k = 0; k < rank; ++k) {
-    if (n > kMax / extent[k]) return kMax;  // saturates instead of wrapping
+  for (int k = 0; k < rank; ++k) {  // saturates instead of wrapping
+#if defined(__GNUC__) || defined(__clang__)
+    if (__builtin_mul_overflow(n, extent[k], &n)) return kMax;
+#else
+    if (n > kMax / extent[k]) return kMax;
     n *= extent[k];
+#endif
   }
   return n;
 }
