@@ -245,9 +245,10 @@ ROPEKV_HD ScaleDivisor make_divisor(float scale, ScaleConvention convention) {
   d.ieee = !multiply && !markstein_exact(scale);
   return d;
 }
-// The device's quantization step (see above); callable on the host for tests.
-ROPEKV_HD float apply_scale_markstein(float v, ScaleDivisor d) {
-  if (d.ieee) return v / d.divisor;  // IEEE division
+// The Markstein form alone, branch-free: for divisors with !d.ieee only
+// (a caller that tests d.ieee once for many elements; apply_scale_markstein
+// tests it per element).
+ROPEKV_HD float apply_scale_fast(float v, ScaleDivisor d) {
   const float q0 = v * d.recip;
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
   const float e = ::fmaf(-d.divisor, q0, v);
@@ -260,6 +261,10 @@ ROPEKV_HD float apply_scale_markstein(float v, ScaleDivisor d) {
   // inf's bits; multiplying: always q0.
   const std::uint32_t special = (f32_bits(q0) & 0x7fffffffu) - 1u;
   return special >= d.keep_q0 ? q0 : q1;
+}
+// The device's quantization step (see above); callable on the host for tests.
+ROPEKV_HD float apply_scale_markstein(float v, ScaleDivisor d) {
+  return d.ieee ? v / d.divisor : apply_scale_fast(v, d);  // IEEE division outside the range
 }
 ROPEKV_HD float apply_scale(float v, ScaleDivisor d) {
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
