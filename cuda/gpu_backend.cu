@@ -408,7 +408,7 @@ Result prepare_launch(const LaunchParams& p, PreparedLaunch* out) noexcept {
   l.pdl = p.pdl;
   l.smem = 0;
   if (!vector_eligible(p)) {
-    l.params = p;
+    l.params = &p;
     l.path = Path::kGeneric;
     l.kernel = reinterpret_cast<const void*>(pick_generic(p));
     l.grid = dim3(grid_for(std::uint64_t(p.nnz) * kGenericBlock, kGenericBlock, sms, 8));
@@ -433,7 +433,7 @@ Result prepare_launch(const LaunchParams& p, PreparedLaunch* out) noexcept {
       return Result{};
     }
   }
-  l.params = p;
+  l.params = &p;
   // Vector kernels: at most one wave of resident blocks, teams loop over
   // tokens (and prefetch the next token's indices). Large launches take the
   // staged kernel where the vendor has asynchronous copies (and it fits).
@@ -466,9 +466,9 @@ Error launch_prepared(const PreparedLaunch& l) noexcept {
   void* args[2] = {nullptr, nullptr};
   switch (l.path) {
     case Path::kDecode: args[0] = const_cast<DecodeParams*>(&l.decode); break;
-    case Path::kGeneric: args[0] = const_cast<LaunchParams*>(&l.params); break;
+    case Path::kGeneric: args[0] = const_cast<LaunchParams*>(l.params); break;
     default:
-      args[0] = const_cast<LaunchParams*>(&l.params);
+      args[0] = const_cast<LaunchParams*>(l.params);
       args[1] = const_cast<VecGeometry*>(&l.geometry);
       break;
   }

@@ -28,15 +28,16 @@ struct PreparedLaunch {
   std::size_t smem = 0;
   Stream stream = nullptr;
   bool pdl = false;
-  // The kernel's arguments: (params, geometry) for the vector kernels,
-  // (decode) for the decode kernel, (params) for the generic kernel.
-  LaunchParams params;
+  // The kernel's arguments: (*params, geometry) for the vector kernels,
+  // (decode) for the decode kernel, (*params) for the generic kernel.
+  // `params` is prepare_launch's argument: it must outlive the launch.
+  const LaunchParams* params = nullptr;
   VecGeometry geometry = {};
   DecodeParams decode;
 };
 
-// Chooses the kernel, geometry and grid of p and fills `out`; launches
-// nothing. Fails only without a current device.
+// Chooses the kernel, geometry and grid of p and fills `out` (which keeps a
+// pointer to p); launches nothing. Fails only without a current device.
 Result prepare_launch(const LaunchParams& p, PreparedLaunch* out) noexcept;
 // Launches a prepared launch: one vendor launch call, nothing else.
 Error launch_prepared(const PreparedLaunch& l) noexcept;
