@@ -393,18 +393,23 @@ double thread_cpu_seconds() {
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
+// A stream destroyed with its owner.
+struct OwnedStream {
+  cudaStream_t s = nullptr;
+  ~OwnedStream() {
+    if (s != nullptr) cudaStreamDestroy(s);
+  }
+};
+
 // CPU time per call of run() or of a bare launch of its kernel, no graph:
 // median over batches of calls (the stream drained between batches, so that
 // no call waits for room in the launch queue).
 bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* error) {
   namespace gpu = ropekv::detail::gpu;
   constexpr int kBatches = 15, kPerBatch = 200;
-  cudaStream_t stream = nullptr;
-  PERF_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  struct StreamGuard {
-    cudaStream_t s;
-    ~StreamGuard() { cudaStreamDestroy(s); }
-  } stream_guard{stream};
+  OwnedStream owned;
+  PERF_CUDA_TRY(cudaStreamCreateWithFlags(&owned.s, cudaStreamNonBlocking));
+  cudaStream_t stream = owned.s;
   GpuCase fused = c;
   fused.kind = GpuKind::kFused;
   if (!check_output(dp, fused, stream, &out->check, error)) return false;
@@ -449,12 +454,9 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
 bool time_graph(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* error) {
   if (c.kind == GpuKind::kCpuRun || c.kind == GpuKind::kCpuBareLaunch)
     return time_cpu(dp, c, out, error);
-  cudaStream_t stream = nullptr;
-  PERF_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  struct StreamGuard {
-    cudaStream_t s;
-    ~StreamGuard() { cudaStreamDestroy(s); }
-  } stream_guard{stream};
+  OwnedStream owned;
+  PERF_CUDA_TRY(cudaStreamCreateWithFlags(&owned.s, cudaStreamNonBlocking));
+  cudaStream_t stream = owned.s;
   std::string label;
   if (!check_output(dp, c, stream, &label, error)) return false;
   if (c.kind == GpuKind::kFused) out->path = launch_path(dp, c);

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "argument_views.hpp"
 #include "oracle.hpp"
 #include "ropekv/ropekv.hpp"
 
@@ -966,32 +967,6 @@ CaseData build_case(const Spec& s) {
 }
 
 // ------------------------------------------------------------------ memory plumbing
-// Calls f(pointer) for every pointer of `a` and stores what it returns.
-template <class F>
-void rebase_pointers(Arguments& a, F&& f) {
-  TensorView* views[] = {&a.q_rope,
-                         &a.q_nope,
-                         &a.k_rope,
-                         &a.k_nope,
-                         &a.v,
-                         &a.q_rope_out,
-                         &a.q_nope_out,
-                         &a.k_cache_rope,
-                         &a.k_cache_nope,
-                         &a.v_cache,
-                         &a.cos_sin_cache,
-                         &a.positions,
-                         &a.cache_index.slot_mapping,
-                         &a.cache_index.kv_indices,
-                         &a.cache_index.kv_indptr,
-                         &a.cache_index.batch_indices,
-                         &a.cache_index.kv_positions};
-  for (TensorView* v : views) v->data = const_cast<void*>(f(v->data));
-  for (Scale* s : {&a.q_scale, &a.k_scale, &a.v_scale})
-    s->device = static_cast<const float*>(f(s->device));
-  a.checked.skipped_tokens =
-      static_cast<unsigned long long*>(const_cast<void*>(f(a.checked.skipped_tokens)));
-}
 
 // (buffer index, byte offset) of a pointer into the case's buffers; -1 if none.
 std::pair<int, std::size_t> locate(const CaseData& d, const void* p, std::size_t size) {
@@ -1295,7 +1270,8 @@ void run_case(const BackendMemory& mem, int index) {
     for (const orc::ExpectedElement& e : ref.elements) {
       const int bits = orc::bits_of(e.dtype);
       const auto loc = locate(d, e.address, std::size_t(bits / 8));
-      const std::uint32_t code = orc::load_code(got[std::size_t(loc.first)].data() + loc.second, bits);
+      const std::uint32_t code =
+          orc::load_code(got[std::size_t(loc.first)].data() + loc.second, bits);
       FormatTally& f = t.formats[format_slot(e.dtype)];
       ++f.elements;
       if (code == e.nearest) {

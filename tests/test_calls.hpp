@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "argument_views.hpp"
 #include "backend_memory.hpp"
 #include "oracle.hpp"
 #include "ropekv/ropekv.hpp"
@@ -51,28 +52,7 @@ class Buffers {
   // Arguments with every mirror pointer moved to the backend's copy.
   ropekv::Arguments on_backend(const ropekv::Arguments& host_args) const {
     ropekv::Arguments a = host_args;
-    ropekv::TensorView* views[] = {&a.q_rope,
-                                   &a.q_nope,
-                                   &a.k_rope,
-                                   &a.k_nope,
-                                   &a.v,
-                                   &a.q_rope_out,
-                                   &a.q_nope_out,
-                                   &a.k_cache_rope,
-                                   &a.k_cache_nope,
-                                   &a.v_cache,
-                                   &a.cos_sin_cache,
-                                   &a.positions,
-                                   &a.cache_index.slot_mapping,
-                                   &a.cache_index.kv_indices,
-                                   &a.cache_index.kv_indptr,
-                                   &a.cache_index.batch_indices,
-                                   &a.cache_index.kv_positions};
-    for (ropekv::TensorView* v : views) v->data = const_cast<void*>(move(v->data));
-    for (ropekv::Scale* s : {&a.q_scale, &a.k_scale, &a.v_scale})
-      s->device = static_cast<const float*>(move(s->device));
-    a.checked.skipped_tokens =
-        static_cast<unsigned long long*>(const_cast<void*>(move(a.checked.skipped_tokens)));
+    rebase_pointers(a, [this](const void* p) { return move(p); });
     return a;
   }
 

@@ -99,20 +99,10 @@ struct Ptrs {
 
 Arguments make_args(const PdlProblem& pb, const Ptrs& b, bool page_table, bool device_scales) {
   Arguments a;
-  const QkvViews in = fused_qkv_views(b.qkv, DType::kBFloat16, pb.nnz, pb.hq, pb.hk, pb.d, pb.r);
-  a.q_rope = in.q_rope;
-  a.q_nope = in.q_nope;
-  a.k_rope = in.k_rope;
-  a.k_nope = in.k_nope;
-  a.v = in.v;
-  const HeadViews qo = split_heads(b.q_out, DType::kFloat8E4M3FN, pb.nnz, pb.hq, pb.d, pb.r);
-  a.q_rope_out = qo.rope;
-  a.q_nope_out = qo.nope;
-  const KvCacheViews c =
-      nhd_kv_cache(b.k_cache, b.v_cache, DType::kFloat8E4M3FN, pb.pages, pb.ps, pb.hk, pb.d, pb.r);
-  a.k_cache_rope = c.k_rope;
-  a.k_cache_nope = c.k_nope;
-  a.v_cache = c.v;
+  set_inputs(a, fused_qkv_views(b.qkv, DType::kBFloat16, pb.nnz, pb.hq, pb.hk, pb.d, pb.r));
+  set_query_output(a, split_heads(b.q_out, DType::kFloat8E4M3FN, pb.nnz, pb.hq, pb.d, pb.r));
+  set_kv_cache(a, nhd_kv_cache(b.k_cache, b.v_cache, DType::kFloat8E4M3FN, pb.pages, pb.ps, pb.hk,
+                               pb.d, pb.r));
   const std::int64_t cs_ext[2] = {pb.max_pos, pb.r};
   a.cos_sin_cache = make_contiguous(b.cos, DType::kFloat32, 2, cs_ext);
   a.positions = make_vector(b.pos, DType::kInt64, pb.nnz);
@@ -144,9 +134,9 @@ Outputs host_reference(const PdlProblem& pb, bool page_table) {
   o.k.assign(pb.cache_bytes(), 0xA5);
   o.v.assign(pb.cache_bytes(), 0xA5);
   PdlProblem h = pb;  // mutable host copies
-  Ptrs b{h.qkv.data(),     h.cos_sin.data(), h.pos.data(), h.slot.data(),
-         h.batch.data(),   h.kv_pos.data(),  h.indptr.data(), h.indices.data(),
-         o.q.data(),       o.k.data(),       o.v.data(),      h.scales};
+  Ptrs b{h.qkv.data(),   h.cos_sin.data(), h.pos.data(),    h.slot.data(),
+         h.batch.data(), h.kv_pos.data(),  h.indptr.data(), h.indices.data(),
+         o.q.data(),     o.k.data(),       o.v.data(),      h.scales};
   Arguments a = make_args(h, b, page_table, true);
   a.programmatic_dependent_launch = false;
   a.indices_ready_before_previous_kernel = false;
@@ -222,8 +212,8 @@ bool have_sm90() {
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   return major >= 9;
 }
-#define SKIP_WITHOUT_SM90()                                                                   \
-  if (!have_sm90())                                                                           \
+#define SKIP_WITHOUT_SM90()                                                                     \
+  if (!have_sm90())                                                                             \
   GTEST_SKIP() << "no CUDA device of compute capability 9.0+ (programmatic dependent launch): " \
                   "test skipped (not passed)"
 
@@ -251,7 +241,8 @@ TEST(CudaPdl, EarlyIndicesSeeTheProducersInputs) {
       ASSERT_TRUE(r.ok()) << r.message;
       CUDA_OK(cudaStreamSynchronize(s));
       CUDA_OK(cudaGetLastError());
-      const std::string what = "nnz " + std::to_string(nnz) + (page_table ? " page table" : " slots");
+      const std::string what =
+          "nnz " + std::to_string(nnz) + (page_table ? " page table" : " slots");
       expect_identical(dp.download(), host_reference(pb, page_table), what.c_str());
       cudaStreamDestroy(s);
     }

@@ -92,21 +92,11 @@ struct Buffers {
 
 Arguments make_args(const Problem& pb, const Buffers& b, bool device_scales) {
   Arguments a;
-  const QkvViews in =
-      fused_qkv_views(b.qkv, DType::kBFloat16, pb.nnz, pb.hq, pb.hk, pb.d, pb.r, pb.row());
-  a.q_rope = in.q_rope;
-  a.q_nope = in.q_nope;
-  a.k_rope = in.k_rope;
-  a.k_nope = in.k_nope;
-  a.v = in.v;
-  const HeadViews qo = split_heads(b.q_out, DType::kFloat8E4M3FN, pb.nnz, pb.hq, pb.d, pb.r);
-  a.q_rope_out = qo.rope;
-  a.q_nope_out = qo.nope;
-  const KvCacheViews c =
-      nhd_kv_cache(b.k_cache, b.v_cache, DType::kFloat8E4M3FN, pb.pages, pb.ps, pb.hk, pb.d, pb.r);
-  a.k_cache_rope = c.k_rope;
-  a.k_cache_nope = c.k_nope;
-  a.v_cache = c.v;
+  set_inputs(a,
+             fused_qkv_views(b.qkv, DType::kBFloat16, pb.nnz, pb.hq, pb.hk, pb.d, pb.r, pb.row()));
+  set_query_output(a, split_heads(b.q_out, DType::kFloat8E4M3FN, pb.nnz, pb.hq, pb.d, pb.r));
+  set_kv_cache(a, nhd_kv_cache(b.k_cache, b.v_cache, DType::kFloat8E4M3FN, pb.pages, pb.ps, pb.hk,
+                               pb.d, pb.r));
   const std::int64_t cs_ext[2] = {pb.max_pos, pb.r};
   a.cos_sin_cache = make_contiguous(b.cos, DType::kFloat32, 2, cs_ext);
   a.positions = make_vector(b.pos, DType::kInt64, pb.nnz);

@@ -131,6 +131,32 @@ void expect_matches_oracle(const Arguments& a, std::vector<Bytes*> outputs,
 
 // ------------------------------------------------------------------ fields
 
+// The set_* helpers copy each view to the field of the same name, and only
+// those fields.
+TEST(Layouts, SettersCopyTheirViews) {
+  alignas(16) static std::uint16_t qkv[4 * (8 + 2 * 2) * 64];
+  alignas(16) static std::uint8_t q_out[4 * 8 * 64], k[6 * 16 * 2 * 64], v[6 * 16 * 2 * 64];
+  const QkvViews in = fused_qkv_views(qkv, DType::kBFloat16, 4, 8, 2, 64, 32);
+  const HeadViews qo = split_heads(q_out, DType::kFloat8E4M3FN, 4, 8, 64, 32);
+  const KvCacheViews c = nhd_kv_cache(k, v, DType::kFloat8E4M3FN, 6, 16, 2, 64, 32);
+  Arguments a;
+  set_inputs(a, in);
+  set_query_output(a, qo);
+  set_kv_cache(a, c);
+  auto same = [](const TensorView& x, const TensorView& y) {
+    return std::memcmp(&x, &y, sizeof x) == 0;
+  };
+  EXPECT_TRUE(same(a.q_rope, in.q_rope) && same(a.q_nope, in.q_nope));
+  EXPECT_TRUE(same(a.k_rope, in.k_rope) && same(a.k_nope, in.k_nope) && same(a.v, in.v));
+  EXPECT_TRUE(same(a.q_rope_out, qo.rope) && same(a.q_nope_out, qo.nope));
+  EXPECT_TRUE(same(a.k_cache_rope, c.k_rope) && same(a.k_cache_nope, c.k_nope) &&
+              same(a.v_cache, c.v));
+  EXPECT_FALSE(a.cos_sin_cache.present());
+  EXPECT_FALSE(a.positions.present());
+  EXPECT_TRUE(validate(a, Backend::kHost).status != Status::kSuccess)
+      << "no cos/sin table or positions: must not validate";
+}
+
 TEST(Layouts, MlaQueryViewsFields) {
   alignas(8) static std::uint16_t q[4 * 60];
   // 2 tokens, 3 heads of nope 5 + rope 4, rows 40 elements apart.

@@ -267,6 +267,23 @@ CacheIndex page_table_index(const void* kv_indices, DType kv_indices_dtype,
   return ci;
 }
 
+void set_inputs(Arguments& a, const QkvViews& in) noexcept {
+  a.q_rope = in.q_rope;
+  a.q_nope = in.q_nope;
+  a.k_rope = in.k_rope;
+  a.k_nope = in.k_nope;
+  a.v = in.v;
+}
+void set_query_output(Arguments& a, const HeadViews& q_out) noexcept {
+  a.q_rope_out = q_out.rope;
+  a.q_nope_out = q_out.nope;
+}
+void set_kv_cache(Arguments& a, const KvCacheViews& cache) noexcept {
+  a.k_cache_rope = cache.k_rope;
+  a.k_cache_nope = cache.k_nope;
+  a.v_cache = cache.v;
+}
+
 // ------------------------------------------------------------------ backends
 namespace {
 

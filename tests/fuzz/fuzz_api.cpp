@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "argument_views.hpp"
 #include "ropekv/ropekv.hpp"
 
 namespace {
@@ -74,7 +75,7 @@ struct ScaleDesc {  // 16 bytes
   std::int32_t device_offset;  // < 0: host scale; else byte offset into the index arena
   std::int32_t unused;
 };
-constexpr int kViews = 17;
+constexpr int kViews = ropekv_test::kArgumentViews;
 [[maybe_unused]] const char* const kViewNames[kViews] = {
     "q_rope",        "q_nope",      "k_rope",       "k_nope",       "v",
     "q_rope_out",    "q_nope_out",  "k_cache_rope", "k_cache_nope", "v_cache",
@@ -92,23 +93,8 @@ static_assert(sizeof(ViewDesc) == 80 && sizeof(ScaleDesc) == 16, "packed layout"
 static_assert(sizeof(Desc) == 24 + 48 + kViews * 80, "packed layout");
 
 TensorView* view_field(Arguments& a, int i) {
-  TensorView* v[kViews] = {&a.q_rope,
-                           &a.q_nope,
-                           &a.k_rope,
-                           &a.k_nope,
-                           &a.v,
-                           &a.q_rope_out,
-                           &a.q_nope_out,
-                           &a.k_cache_rope,
-                           &a.k_cache_nope,
-                           &a.v_cache,
-                           &a.cos_sin_cache,
-                           &a.positions,
-                           &a.cache_index.slot_mapping,
-                           &a.cache_index.kv_indices,
-                           &a.cache_index.kv_indptr,
-                           &a.cache_index.batch_indices,
-                           &a.cache_index.kv_positions};
+  TensorView* v[ropekv_test::kArgumentViews];
+  ropekv_test::argument_views(a, v);
   return v[i];
 }
 [[maybe_unused]] ropekv::Scale* scale_field(Arguments& a, int i) {

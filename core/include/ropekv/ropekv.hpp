@@ -353,4 +353,11 @@ CacheIndex page_table_index(const void* kv_indices, DType kv_indices_dtype,
                             const void* kv_positions, DType kv_positions_dtype,
                             std::int64_t nnz) noexcept;
 
+// ---------------------------------------------------------------- assembly
+// Copies helper views into the fields of `a` of the same names: the five
+// inputs, the query output, the K (and V) cache.
+void set_inputs(Arguments& a, const QkvViews& in) noexcept;
+void set_query_output(Arguments& a, const HeadViews& q_out) noexcept;
+void set_kv_cache(Arguments& a, const KvCacheViews& cache) noexcept;
+
 }  // namespace ropekv
