@@ -107,11 +107,6 @@ std::map<std::string, double>& unfused_us() {
   static std::map<std::string, double> m;
   return m;
 }
-// Same-size copy times measured in this run (GPU), keyed the same way.
-std::map<std::string, double>& copy_us() {
-  static std::map<std::string, double> m;
-  return m;
-}
 
 void set_counters(benchmark::State& st, const Shape& s, std::int64_t nnz, double us,
                   double copy_gbps) {
@@ -273,6 +268,11 @@ double gpu_copy_gbps(std::string* err) {
   return gbps;
 }
 
+// Same-size copy times measured in this run, keyed like the others.
+std::map<std::string, double>& copy_us() {
+  static std::map<std::string, double> m;
+  return m;
+}
 // Reference times of this run, by shape/nnz and (hot, page table).
 std::string ref_key(const Shape& s, std::int64_t nnz, bool hot, bool page_table) {
   return s.name + "/" + std::to_string(nnz) + (hot ? "/hot" : "") + (page_table ? "/pt" : "");
