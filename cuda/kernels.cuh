@@ -283,8 +283,8 @@ __device__ __forceinline__ HeadTensor input_of(const LaunchParams& p, std::uint3
 __device__ __forceinline__ const uint4* row_vectors(const char* data, std::int64_t token_stride,
                                                     std::int64_t head_stride, std::int64_t t,
                                                     std::uint32_t head) {
-  return reinterpret_cast<const uint4*>(data + (t * token_stride + std::int64_t(head) * head_stride) *
-                                                   2);
+  return reinterpret_cast<const uint4*>(data +
+                                        (t * token_stride + std::int64_t(head) * head_stride) * 2);
 }
 
 // Resolves unit u of planned token t: fills its destination, unit and part
@@ -346,9 +346,8 @@ __device__ __forceinline__ void load_unit_cos(RopeStyle style, std::uint32_t rot
 // 8 elements, hi its 8 elements half a row part further.
 template <DType In, DType Out>
 __device__ __forceinline__ void encode_unit(RopeStyle style, bool rotary, ScaleDivisor scale,
-                                            const uint4& va, const uint4& vb,
-                                            const float (&cv)[8], const float (&sv)[8], uint2& lo,
-                                            uint2& hi) {
+                                            const uint4& va, const uint4& vb, const float (&cv)[8],
+                                            const float (&sv)[8], uint2& lo, uint2& hi) {
   float a[8], b[8];
   decode8<In>(va, a);
   decode8<In>(vb, b);
@@ -389,9 +388,14 @@ __device__ __forceinline__ void store_unit(char* dst, std::uint32_t half, std::u
   store_streaming(reinterpret_cast<uint2*>(dst + half) + sub, hi);
 }
 
+// The scale of a part's output: 0 q, 1 k, 2 v.
+__device__ __forceinline__ std::uint32_t scale_index(std::uint32_t part) {
+  return part == kValue ? 2u : ((part == kRotQ || part == kNopeQ) ? 0u : 1u);
+}
 // The divisor of a part's output.
 __device__ __forceinline__ ScaleDivisor divisor_of(const Divisors& d, std::uint32_t part) {
-  return part == kValue ? d.v : ((part == kRotQ || part == kNopeQ) ? d.q : d.k);
+  const std::uint32_t i = scale_index(part);
+  return i == 0 ? d.q : (i == 1 ? d.k : d.v);
 }
 
 // Encodes and stores an issued unit of the vector kernels.
@@ -611,11 +615,6 @@ __global__ void __launch_bounds__(kVecBlock, kStagedMinBlocks)
 // step 1; with it, steps 1 and 2 but the input loads happen before the wait,
 // the input loads and the stores after it.
 
-// The scale of a part: 0 q, 1 k, 2 v (DecodeParams::div, scale_ptr).
-__device__ __forceinline__ std::uint32_t scale_index(std::uint32_t part) {
-  return part == kValue ? 2u : ((part == kRotQ || part == kNopeQ) ? 0u : 1u);
-}
-
 // The decode kernel's parameters: what it reads, grouped by when. The
 // index-resolution members carry LaunchParams' names (load_token_indices,
 // finish_plan).
@@ -640,8 +639,8 @@ struct DecodeParams {
   std::int64_t cos_row_bytes = 0;
   RopeStyle style = RopeStyle::kNeox;
   std::uint32_t num_q_heads = 0;
-  ScaleDivisor div[3] = {};           // host scales (q, k, v), made on the host
-  const float* scale_ptr[3] = {};     // device scales (null: use div)
+  ScaleDivisor div[3] = {};            // host scales (by scale_index), made on the host
+  const float* scale_ptr[3] = {};      // device scales (null: use div)
   ScaleConvention convention[3] = {};  // of the device scales
   VecGeometry g = {};
   // Per row part (kRotQ .. kValue): its input rows (2-byte elements, token
@@ -725,7 +724,7 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
   if (u >= p.g.units) return;
   if (!p.early_indices) dependency_wait();
   // 1. The token's index entries (the head of the chain), then the unit's
-  //    inputs and scale, which do not depend on them.
+  //    input address and scale, which do not depend on them.
   const TokenIndices ix = decode_indices<kForm>(p, t);
   const UnitRef r = unit_ref<kR, kN, kDv>(p.g, p.num_q_heads, u);
   const uint4* x = row_vectors(param_at(p.src, r.part), param_at(p.src_token, r.part),
@@ -736,8 +735,8 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
   ScaleDivisor div = param_at(p.div, which);
   const float* scale_ptr = param_at(p.scale_ptr, which);
   const float dev_scale = scale_ptr != nullptr ? *scale_ptr : 0.f;
-  // 2. Not padding: the unit's cos/sin (checked mode: position in range
-  //    first) and the page-table look-ups.
+  // 2. Not padding: the unit's inputs, its cos/sin (checked mode: position
+  //    in range first) and the page-table look-ups.
   if (ix.key < 0) return;
   if (!p.early_indices) {
     va = load_readonly(x + r.sub);
@@ -745,7 +744,7 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
   }
   const bool rotary = r.part <= kRotK;
   float cv[8] = {}, sv[8] = {};
-  const bool pos_ok = !p.checked || (ix.pos >= 0 && ix.pos < p.max_pos);
+  const bool pos_ok = !p.checked || position_in_range(p, ix.pos);
   if (rotary && pos_ok)
     load_unit_cos<Cos>(p.style, S::rot_half(p.g), p.cos_sin + ix.pos * p.cos_row_bytes, r.sub, cv,
                        sv);

@@ -15,7 +15,7 @@ namespace detail {
 
 // A [nnz, H, dim] view with a contiguous last dim.
 struct HeadTensor {
-  char* data = nullptr;  // null when dim == 0
+  char* data = nullptr;                            // null when dim == 0
   std::int64_t token_stride = 0, head_stride = 0;  // elements
 };
 // A [P, ps, H, dim] cache view with a contiguous last dim.
@@ -83,9 +83,9 @@ struct LaunchParams {
 
 // What a backend does with token t.
 struct TokenPlan {
-  bool write = false;  // false: padding or (checked mode) a bad index
-  bool bad = false;    // checked mode: skipped for a bad index, to be counted
-  std::int64_t pos = 0;            // RoPE position
+  bool write = false;    // false: padding or (checked mode) a bad index
+  bool bad = false;      // checked mode: skipped for a bad index, to be counted
+  std::int64_t pos = 0;  // RoPE position
   std::int64_t page = 0, entry = 0;
 };
 
@@ -93,9 +93,9 @@ struct TokenPlan {
 // so that their latencies overlap; nothing else of a token is read before
 // its slot (or batch index) says it is not padding.
 struct TokenIndices {
-  std::int64_t key = -1;     // slot (slot mapping) or batch index (page table); < 0 = padding
-  std::int64_t kv_pos = 0;   // page table only
-  std::int64_t pos = 0;      // RoPE position
+  std::int64_t key = -1;    // slot (slot mapping) or batch index (page table); < 0 = padding
+  std::int64_t kv_pos = 0;  // page table only
+  std::int64_t pos = 0;     // RoPE position
 };
 
 // P: LaunchParams, or a backend's compact copy with the same member names.
@@ -123,6 +123,12 @@ ROPEKV_HD PageEntry page_of(const P& p, std::int64_t slot) {
     return pe;
   }
   return split_slot(slot, p.page_size);
+}
+
+// Checked mode's rule for a RoPE position: a row of the cos/sin table.
+template <class P>
+ROPEKV_HD bool position_in_range(const P& p, std::int64_t pos) {
+  return pos >= 0 && pos < p.max_pos;
 }
 
 // The rest of the plan: the page-table look-ups (dependent reads) and, in
@@ -157,7 +163,7 @@ ROPEKV_HD TokenPlan finish_plan(const P& p, const TokenIndices& ix) {
   }
   plan.pos = ix.pos;
   if (p.checked && ok) {
-    ok = plan.page >= 0 && plan.page < p.num_pages && plan.pos >= 0 && plan.pos < p.max_pos;
+    ok = plan.page >= 0 && plan.page < p.num_pages && position_in_range(p, plan.pos);
   }
   plan.write = ok;
   plan.bad = !ok;
