@@ -364,11 +364,14 @@ void decode_blocks(std::uint32_t units, unsigned* block, unsigned* chunks) {
   PreparedLaunch l;
   Result r = prepare_launch(p, &l);
   if (!r.ok()) return r;
-  Error err = launch_prepared(l);
-  if (err == kSuccess) err = last_error();
-  if (err != kSuccess)
+  // The vendor launch reports this launch's errors itself (gpu_runtime.hpp,
+  // hip_vendor.hpp): no second query on success.
+  const Error err = launch_prepared(l);
+  if (err != kSuccess) {
+    (void)last_error();  // the error is reported here, not left for the caller's next query
     return make_result(Status::kErrorLaunchFailed, "%s backend: kernel launch failed: %s",
                        kVendorName, error_string(err));
+  }
   return Result{};
 }
 

@@ -6,6 +6,10 @@
 //   api/run/host/SHAPE       run() on the host backend, and beside it
 //   api/launch/host/SHAPE    the host backend's launch of the same lowered call:
 //                            run() - launch = what the API adds to a call
+//   api/prepared/host/SHAPE  PreparedCall::run() of the same call (a step with
+//                            the prepared shapes)
+//   api/step/SHAPE           a prepared call's re-check and lowering alone
+//                            (detail::lower_step)
 //   api/run-nodevice/B/SHAPE run() on a device backend B without a device: its
 //                            whole path up to the launch (selection, rules, the
 //                            device check), which then reports kErrorNoDevice
@@ -127,7 +131,27 @@ void register_call(const Call* c) {
       benchmark::DoNotOptimize(p);
     }
   });
+  reg(("api/step/" + c->name).c_str(), [c](benchmark::State& st) {
+    detail::StepPlan* plan = detail::new_step_plan();
+    if (plan == nullptr) std::abort();
+    detail::fill_step_plan(plan, c->args);
+    for (auto _ : st) {
+      detail::LaunchParams p;
+      bool ok = detail::lower_step(*plan, c->args, &p);
+      benchmark::DoNotOptimize(ok);
+      benchmark::DoNotOptimize(p);
+    }
+    detail::delete_step_plan(plan);
+  });
   if (backend_compiled(Backend::kHost)) {
+    reg(("api/prepared/host/" + c->name).c_str(), [c](benchmark::State& st) {
+      PreparedCall call(Backend::kHost);
+      if (!call.prepare(c->args).ok()) std::abort();
+      for (auto _ : st) {
+        Result r = call.run(c->args);
+        benchmark::DoNotOptimize(r);
+      }
+    });
     reg(("api/run/host/" + c->name).c_str(), [c](benchmark::State& st) {
       for (auto _ : st) {
         Result r = run(c->args, Backend::kHost);

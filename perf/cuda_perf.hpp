@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "perf_problem.hpp"
 
@@ -24,6 +26,9 @@ enum class GpuKind {
   kCopy,
   // CPU time per call on the calling thread, no graph: ropekv::run(), and a
   // bare launch of the kernel that run() launches (same grid, arguments).
+  // kCpuRun times, in alternating batches, the bare launch, the launcher's
+  // decision + launch, lowering + decision + launch, run() and
+  // PreparedCall::run(), and reports each step's share.
   kCpuRun,
   kCpuBareLaunch,
 };
@@ -54,6 +59,8 @@ struct GpuTiming {
   int replays = 0;            // timed replays
   std::string check;          // what was checked before timing
   std::string path;           // kFused: the kernel path the launcher took
+  // Further counters of the row (name, value), e.g. kCpuRun's breakdown.
+  std::vector<std::pair<std::string, double>> counters;
 };
 
 // True when a CUDA device can run the backend; `description` gets the device

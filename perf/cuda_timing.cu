@@ -401,12 +401,16 @@ struct OwnedStream {
   }
 };
 
-// CPU time per call of run() or of a bare launch of its kernel, no graph:
-// median over batches of calls (the stream drained between batches, so that
-// no call waits for room in the launch queue).
+// CPU time per call, no graph: the median over batches of calls (the stream
+// drained between batches, so that no call waits for room in the launch
+// queue). kCpuBareLaunch: a bare launch of the kernel run() launches.
+// kCpuRun: run(), with, in the same rounds of batches (one batch of each in
+// turn, so that a drift of the shared host CPU hits all alike), the bare
+// launch and the steps between: its counters are medians of the per-round
+// differences.
 bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* error) {
   namespace gpu = ropekv::detail::gpu;
-  constexpr int kBatches = 15, kPerBatch = 200;
+  constexpr int kRounds = 21, kPerBatch = 200;
   OwnedStream owned;
   PERF_CUDA_TRY(cudaStreamCreateWithFlags(&owned.s, cudaStreamNonBlocking));
   cudaStream_t stream = owned.s;
@@ -416,37 +420,78 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
   const ropekv::Arguments a = case_arguments(dp, 0, c, stream);
   gpu::PreparedLaunch l;
   ropekv::detail::LaunchParams p;
-  if (!ropekv::detail::lower(a, &p).ok() || !gpu::prepare_launch(p, &l).ok()) {
+  ropekv::PreparedCall prepared(ropekv::Backend::kCuda);
+  if (!ropekv::detail::lower(a, &p).ok() || !gpu::prepare_launch(p, &l).ok() ||
+      !prepared.prepare(a).ok()) {
     *error = "lowering or preparing the launch failed";
     return false;
   }
   out->path = gpu::to_string(l.path);
-  std::vector<double> per_call;
-  for (int b = 0; b < kBatches + 1; ++b) {
-    const double t0 = thread_cpu_seconds();
-    for (int i = 0; i < kPerBatch; ++i) {
-      if (c.kind == GpuKind::kCpuRun) {
-        if (!ropekv::run(a, ropekv::Backend::kCuda).ok()) {
-          *error = "run() failed";
-          return false;
+  enum Variant { kBare, kDecide, kLower, kRun, kPrepared, kVariants };
+  const int variants = c.kind == GpuKind::kCpuRun ? kVariants : 1;
+  std::vector<double> us[kVariants];
+  for (int round = 0; round < kRounds + 1; ++round) {
+    for (int v = 0; v < variants; ++v) {
+      bool ok = true;
+      const double t0 = thread_cpu_seconds();
+      for (int i = 0; i < kPerBatch && ok; ++i) {
+        switch (v) {
+          case kBare: ok = gpu::launch_prepared(l) == cudaSuccess; break;
+          case kDecide: {
+            gpu::PreparedLaunch l2;
+            ok = gpu::prepare_launch(p, &l2).ok() && gpu::launch_prepared(l2) == cudaSuccess;
+            break;
+          }
+          case kLower: {
+            ropekv::detail::LaunchParams p2;
+            gpu::PreparedLaunch l2;
+            ok = ropekv::detail::lower(a, &p2).ok() && gpu::prepare_launch(p2, &l2).ok() &&
+                 gpu::launch_prepared(l2) == cudaSuccess;
+            break;
+          }
+          case kRun: ok = ropekv::run(a, ropekv::Backend::kCuda).ok(); break;
+          case kPrepared: ok = prepared.run(a).ok(); break;
         }
-      } else {
-        PERF_CUDA_TRY(gpu::launch_prepared(l));
       }
+      const double t1 = thread_cpu_seconds();
+      if (!ok) {
+        *error = "a timed call failed";
+        return false;
+      }
+      PERF_CUDA_TRY(cudaStreamSynchronize(stream));
+      PERF_CUDA_TRY(cudaGetLastError());
+      if (round > 0) us[v].push_back((t1 - t0) / kPerBatch * 1e6);  // round 0 warms up
     }
-    const double t1 = thread_cpu_seconds();
-    PERF_CUDA_TRY(cudaStreamSynchronize(stream));
-    PERF_CUDA_TRY(cudaGetLastError());
-    if (b > 0) per_call.push_back((t1 - t0) / kPerBatch);  // the first batch warms up
   }
-  std::sort(per_call.begin(), per_call.end());
-  const double median = per_call[per_call.size() / 2];
-  out->us_per_call = median * 1e6;
-  out->spread_pct = 100.0 * (per_call.back() - per_call.front()) / median;
+  auto median = [](std::vector<double> x) {
+    std::sort(x.begin(), x.end());
+    return x[x.size() / 2];
+  };
+  // Median over rounds of (variant hi - variant lo).
+  auto step = [&](int hi, int lo) {
+    std::vector<double> d;
+    for (std::size_t r = 0; r < us[hi].size(); ++r) d.push_back(us[hi][r] - us[lo][r]);
+    return median(d);
+  };
+  const int main_variant = c.kind == GpuKind::kCpuRun ? kRun : kBare;
+  const std::vector<double>& m = us[main_variant];
+  out->us_per_call = median(m);
+  out->spread_pct =
+      100.0 * (*std::max_element(m.begin(), m.end()) - *std::min_element(m.begin(), m.end())) /
+      out->us_per_call;
+  if (c.kind == GpuKind::kCpuRun) {
+    out->counters = {{"launch_us", median(us[kBare])},
+                     {"decide_us", step(kDecide, kBare)},
+                     {"lower_us", step(kLower, kDecide)},
+                     {"api_us", step(kRun, kLower)},
+                     {"cpu_over_launch_us", step(kRun, kBare)},
+                     {"prepared_us", median(us[kPrepared])},
+                     {"prepared_over_launch_us", step(kPrepared, kBare)}};
+  }
   out->working_set_mb = dp.set_bytes / 1e6;
   out->sets = 1;
   out->calls = kPerBatch;
-  out->replays = kBatches;
+  out->replays = kRounds;
   out->check = "CPU time per call, no graph; " + out->check;
   return true;
 }

@@ -43,7 +43,9 @@ void print_help() {
       "    dependent loads (index entries, cos/sin row, page-table entries, one\n"
       "    byte stored per output row), copy = cudaMemcpyAsync of the op's bytes,\n"
       "    cpu-run / cpu-launch = CPU time per call of run() / of a bare launch of\n"
-      "    the kernel run() launches; -hot = one buffer set; -pdl = programmatic\n"
+      "    the kernel run() launches (cpu-run's counters: the bare launch, each\n"
+      "    step of run() and PreparedCall::run(), timed in alternating batches);\n"
+      "    -hot = one buffer set; -pdl = programmatic\n"
       "    dependent launch; -early = with indices_ready_before_previous_kernel;\n"
       "    -pt = page-table addressing (int32 arrays), else slot mapping (int64).\n"
       "Shapes (bf16 in, e4m3fn out, fp32 cos/sin, NHD cache, page size 16, NeoX,\n"
@@ -281,10 +283,6 @@ std::map<std::string, double>& floor_us() {
   static std::map<std::string, double> m;
   return m;
 }
-std::map<std::string, double>& bare_launch_us() {
-  static std::map<std::string, double> m;
-  return m;
-}
 
 void bm_cuda(benchmark::State& st, const Shape* s, std::int64_t nnz, GpuCase c) {
   std::string err;
@@ -303,6 +301,7 @@ void bm_cuda(benchmark::State& st, const Shape* s, std::int64_t nnz, GpuCase c) 
   st.counters["spread_pct"] = t.spread_pct;
   st.counters["working_set_MB"] = t.working_set_mb;
   st.counters["graph_calls"] = t.calls;
+  for (const auto& kv : t.counters) st.counters[kv.first] = kv.second;
   std::string label = t.check;
   if (!t.path.empty()) label = "path " + t.path + "; " + label;
   if (c.hot)
@@ -316,12 +315,8 @@ void bm_cuda(benchmark::State& st, const Shape* s, std::int64_t nnz, GpuCase c) 
     case GpuKind::kCopy: copy_us()[key] = t.us_per_call; break;
     case GpuKind::kUnfused: unfused_us()[key] = t.us_per_call; break;
     case GpuKind::kFloor: floor_us()[key] = t.us_per_call; break;
-    case GpuKind::kCpuBareLaunch: bare_launch_us()[key] = t.us_per_call; break;
-    case GpuKind::kCpuRun: {
-      auto b = bare_launch_us().find(key);
-      if (b != bare_launch_us().end()) st.counters["cpu_over_launch_us"] = t.us_per_call - b->second;
-      break;
-    }
+    case GpuKind::kCpuBareLaunch:
+    case GpuKind::kCpuRun: break;  // kCpuRun's counters come from its own rounds
     case GpuKind::kFused: {
       const std::string sm_key = ref_key(*s, nnz, c.hot, false);
       auto u = unfused_us().find(sm_key);

@@ -62,8 +62,14 @@ class Buffers {
 
   // Uploads every mirror, runs, downloads every buffer into its mirror.
   ropekv::Result run(const ropekv::Arguments& host_args) {
+    return run_with(host_args,
+                    [this](const ropekv::Arguments& a) { return ropekv::run(a, mem_.backend); });
+  }
+  // The same with `call(arguments on the backend)` in place of ropekv::run.
+  template <class Call>
+  ropekv::Result run_with(const ropekv::Arguments& host_args, Call&& call) {
     for (Entry& e : entries_) mem_.upload(e.dev, e.host.get(), e.bytes);
-    const ropekv::Result r = ropekv::run(on_backend(host_args), mem_.backend);
+    const ropekv::Result r = call(on_backend(host_args));
     mem_.synchronize();
     for (Entry& e : entries_) mem_.download(e.host.get(), e.dev, e.bytes);
     return r;

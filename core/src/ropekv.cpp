@@ -356,6 +356,21 @@ Result validate(const Arguments& args, Backend backend) noexcept {
   return detail::lower(args, &p);
 }
 
+namespace {
+
+// run()'s last step, for lowered arguments.
+Result launch(const detail::BackendOps& ops, const detail::LaunchParams& p) noexcept {
+  // After the rules, so that run() and validate() report the same error for
+  // bad arguments whether or not a device is present.
+  if (!has_device(ops))
+    return detail::make_result(Status::kErrorNoDevice, "backend %s has no device",
+                               to_string(ops.id));
+  if (p.nnz == 0) return Result{};
+  return ops.launch(p);
+}
+
+}  // namespace
+
 Result run(const Arguments& args, Backend backend) noexcept {
   const detail::BackendOps* ops = nullptr;
   Result r = select(backend, &ops);
@@ -363,13 +378,55 @@ Result run(const Arguments& args, Backend backend) noexcept {
   detail::LaunchParams p;
   r = detail::lower(args, &p);
   if (!r.ok()) return r;
-  // After the rules, so that run() and validate() report the same error for
-  // bad arguments whether or not a device is present.
-  if (!has_device(*ops))
-    return detail::make_result(Status::kErrorNoDevice, "backend %s has no device",
-                               to_string(ops->id));
-  if (p.nnz == 0) return r;
-  return ops->launch(p);
+  return launch(*ops, p);
+}
+
+PreparedCall::~PreparedCall() { detail::delete_step_plan(plan_); }
+PreparedCall::PreparedCall(PreparedCall&& other) noexcept
+    : plan_(other.plan_), backend_(other.backend_), last_step_(other.last_step_) {
+  other.plan_ = nullptr;
+}
+PreparedCall& PreparedCall::operator=(PreparedCall&& other) noexcept {
+  if (this != &other) {
+    detail::delete_step_plan(plan_);
+    plan_ = other.plan_;
+    backend_ = other.backend_;
+    last_step_ = other.last_step_;
+    other.plan_ = nullptr;
+  }
+  return *this;
+}
+
+// Keeps validated arguments as the prepared call: the plan is rebuilt in
+// place, allocated only the first time.
+Result PreparedCall::keep(const Arguments& validated) noexcept {
+  if (plan_ == nullptr) plan_ = detail::new_step_plan();
+  if (plan_ == nullptr)
+    return detail::make_result(Status::kErrorLaunchFailed, "PreparedCall: out of memory");
+  detail::fill_step_plan(plan_, validated);
+  return Result{};
+}
+
+Result PreparedCall::prepare(const Arguments& args) noexcept {
+  const Result r = validate(args, backend_);
+  return r.ok() ? keep(args) : r;
+}
+
+Result PreparedCall::run(const Arguments& args) noexcept {
+  last_step_ = false;
+  if (plan_ != nullptr) {
+    // The backend resolves as it did at prepare() (a process's devices are fixed).
+    const detail::BackendOps* ops = nullptr;
+    detail::LaunchParams p;
+    if (detail::lower_step(*plan_, args, &p) && select(backend_, &ops).ok()) {
+      last_step_ = true;
+      return launch(*ops, p);
+    }
+  }
+  // Another shape, or a step that breaks a rule: every rule, and its message.
+  const Result r = ropekv::run(args, backend_);
+  if (r.ok()) (void)keep(args);  // out of memory: stays unprepared, r stands
+  return r;
 }
 
 }  // namespace ropekv

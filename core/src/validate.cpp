@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstddef>
 #include <cstring>
+#include <new>
 #include <limits>
 #include <utility>
 
@@ -197,9 +199,23 @@ class Validator {
  public:
   explicit Validator(const Arguments& a) : a_(a) {}
 
+  // Every rule, then the lowering.
   Result run(LaunchParams* out);
+  // A prepared call's step (lower_step): the rules that the fields a step
+  // may change enter, then the lowering.
+  bool run_step(const StepPlan& plan, LaunchParams* out);
 
  private:
+  // The rule phases, in the order run() applies them. `step`: only the rules
+  // on a step's fields (views' data, the token count, the page-table
+  // lengths, device scale and counter pointers).
+  Result check_enums() const;
+  Result check_views() const;
+  Result check_dtypes() const;
+  Result check_extents(bool step) const;
+  Result check_scales() const;
+  void build(LaunchParams* out) const;
+
   // Checks that `v` has `rank` dims, a supported dtype, non-negative extents
   // and strides, a contiguous last dim, aligned non-null data.
   Result check_view(const TensorView& v, const char* name, int rank) const;
@@ -293,66 +309,82 @@ TensorView scalar_view(const void* p, DType dtype) {
   return v;
 }
 
-Result Validator::check_overlaps() const {
-  const CacheIndex& ci = a_.cache_index;
-  const bool slots = ci.form == Addressing::kSlotMapping;
-  const TensorView none;
-  // The checked-mode counter is written too.
-  const TensorView skipped = scalar_view(a_.checked.skipped_tokens, DType::kInt64);
-  const TensorView qs = scalar_view(a_.q_scale.device, DType::kFloat32);
-  const TensorView ks = scalar_view(a_.k_scale.device, DType::kFloat32);
-  // MLA has no value: its scale is neither read nor validated.
-  const TensorView vs = a_.kind == AttentionKind::kMla
-                            ? TensorView{}
-                            : scalar_view(a_.v_scale.device, DType::kFloat32);
-  const Named outputs[] = {{&a_.q_rope_out, "q_rope_out"},
-                           {&a_.q_nope_out, "q_nope_out"},
-                           {&a_.k_cache_rope, "k_cache_rope"},
-                           {&a_.k_cache_nope, "k_cache_nope"},
-                           {&a_.v_cache, "v_cache"},
-                           {&skipped, "checked.skipped_tokens"}};
-  // Only the views of the active addressing form are read.
-  const Named inputs[] = {{&a_.q_rope, "q_rope"},
-                          {&a_.q_nope, "q_nope"},
-                          {&a_.k_rope, "k_rope"},
-                          {&a_.k_nope, "k_nope"},
-                          {&a_.v, "v"},
-                          {&a_.cos_sin_cache, "cos_sin_cache"},
-                          {&a_.positions, "positions"},
-                          {&qs, "q_scale.device"},
-                          {&ks, "k_scale.device"},
-                          {&vs, "v_scale.device"},
-                          {slots ? &ci.slot_mapping : &none, "cache_index.slot_mapping"},
-                          {slots ? &none : &ci.kv_indices, "cache_index.kv_indices"},
-                          {slots ? &none : &ci.kv_indptr, "cache_index.kv_indptr"},
-                          {slots ? &none : &ci.batch_indices, "cache_index.batch_indices"},
-                          {slots ? &none : &ci.kv_positions, "cache_index.kv_positions"}};
-  constexpr std::size_t kOutputs = sizeof(outputs) / sizeof(outputs[0]);
-  constexpr std::size_t kInputs = sizeof(inputs) / sizeof(inputs[0]);
-  // Each view's byte span once: most pairs are told apart by their spans.
-  Span out_span[kOutputs], in_span[kInputs];
-  for (std::size_t i = 0; i < kOutputs; ++i) out_span[i] = span_of(*outputs[i].view);
-  for (std::size_t i = 0; i < kInputs; ++i) in_span[i] = span_of(*inputs[i].view);
-  for (const Named& o : outputs) {
-    if (!self_disjoint(*o.view))
+// The views the overlap rule compares: every written view (outputs; the
+// checked-mode counter too) and every read one (inputs; only the active
+// addressing form's index arrays). MLA's value scale is neither read nor
+// validated. `Named` entries point into the object: not copyable.
+struct OverlapViews {
+  static constexpr std::size_t kOutputs = 6, kInputs = 15;
+  static constexpr std::size_t kTokenOutputs = 2;  // q_rope_out, q_nope_out (first)
+  static constexpr std::size_t kAll = kOutputs + kInputs;
+  TensorView skipped, qs, ks, vs, none;
+  Named view[kAll];  // outputs, then inputs
+
+  explicit OverlapViews(const Arguments& a)
+      : skipped(scalar_view(a.checked.skipped_tokens, DType::kInt64)),
+        qs(scalar_view(a.q_scale.device, DType::kFloat32)),
+        ks(scalar_view(a.k_scale.device, DType::kFloat32)),
+        vs(a.kind == AttentionKind::kMla ? TensorView{}
+                                         : scalar_view(a.v_scale.device, DType::kFloat32)) {
+    const CacheIndex& ci = a.cache_index;
+    const bool slots = ci.form == Addressing::kSlotMapping;
+    const Named all[kAll] = {{&a.q_rope_out, "q_rope_out"},
+                             {&a.q_nope_out, "q_nope_out"},
+                             {&a.k_cache_rope, "k_cache_rope"},
+                             {&a.k_cache_nope, "k_cache_nope"},
+                             {&a.v_cache, "v_cache"},
+                             {&skipped, "checked.skipped_tokens"},
+                             {&a.q_rope, "q_rope"},
+                             {&a.q_nope, "q_nope"},
+                             {&a.k_rope, "k_rope"},
+                             {&a.k_nope, "k_nope"},
+                             {&a.v, "v"},
+                             {&a.cos_sin_cache, "cos_sin_cache"},
+                             {&a.positions, "positions"},
+                             {&qs, "q_scale.device"},
+                             {&ks, "k_scale.device"},
+                             {&vs, "v_scale.device"},
+                             {slots ? &ci.slot_mapping : &none, "cache_index.slot_mapping"},
+                             {slots ? &none : &ci.kv_indices, "cache_index.kv_indices"},
+                             {slots ? &none : &ci.kv_indptr, "cache_index.kv_indptr"},
+                             {slots ? &none : &ci.batch_indices, "cache_index.batch_indices"},
+                             {slots ? &none : &ci.kv_positions, "cache_index.kv_positions"}};
+    for (std::size_t i = 0; i < kAll; ++i) view[i] = all[i];
+  }
+  OverlapViews(const OverlapViews&) = delete;
+  OverlapViews& operator=(const OverlapViews&) = delete;
+};
+
+// No output overlaps itself (the first `self_checked` outputs are checked),
+// another output or an input. spans[i]: span_of(*v.view[i]).
+Result overlap_rule(const OverlapViews& v, const Span* spans, std::size_t self_checked) {
+  constexpr std::size_t kOut = OverlapViews::kOutputs;
+  for (std::size_t i = 0; i < self_checked; ++i) {
+    if (!self_disjoint(*v.view[i].view))
       return make_result(Status::kErrorOverlap,
                          "%s must not overlap itself (distinct indices must address distinct "
                          "elements)",
-                         o.name);
+                         v.view[i].name);
   }
-  for (std::size_t i = 0; i < kOutputs; ++i) {
-    for (std::size_t j = i + 1; j < kOutputs; ++j) {
-      if (!provably_disjoint(*outputs[i].view, out_span[i], *outputs[j].view, out_span[j]))
-        return make_result(Status::kErrorOverlap, "%s and %s must not overlap", outputs[i].name,
-                           outputs[j].name);
-    }
-    for (std::size_t j = 0; j < kInputs; ++j) {
-      if (!provably_disjoint(*outputs[i].view, out_span[i], *inputs[j].view, in_span[j]))
-        return make_result(Status::kErrorOverlap, "output %s must not overlap input %s",
-                           outputs[i].name, inputs[j].name);
+  for (std::size_t i = 0; i < kOut; ++i) {
+    for (std::size_t j = i + 1; j < OverlapViews::kAll; ++j) {
+      if (provably_disjoint(*v.view[i].view, spans[i], *v.view[j].view, spans[j])) continue;
+      if (j < kOut)
+        return make_result(Status::kErrorOverlap, "%s and %s must not overlap", v.view[i].name,
+                           v.view[j].name);
+      return make_result(Status::kErrorOverlap, "output %s must not overlap input %s",
+                         v.view[i].name, v.view[j].name);
     }
   }
   return Result{};
+}
+
+Result Validator::check_overlaps() const {
+  const OverlapViews v(a_);
+  // Each view's byte span once: most pairs are told apart by their spans.
+  Span spans[OverlapViews::kAll];
+  for (std::size_t i = 0; i < OverlapViews::kAll; ++i) spans[i] = span_of(*v.view[i].view);
+  return overlap_rule(v, spans, OverlapViews::kOutputs);
 }
 
 #define ROPEKV_TRY(expr)          \
@@ -362,9 +394,52 @@ Result Validator::check_overlaps() const {
   } while (0)
 
 Result Validator::run(LaunchParams* out) {
+  ROPEKV_TRY(check_enums());
+  ROPEKV_TRY(check_views());
+  ROPEKV_TRY(check_dtypes());
+  ROPEKV_TRY(check_extents(false));
+  ROPEKV_TRY(check_scales());
+  ROPEKV_TRY(check_overlaps());
+  build(out);
+  return Result{};
+}
+
+bool Validator::run_step(const StepPlan& plan, LaunchParams* out) {
+  // Every view's data rules (null, alignment, span, end address) and span,
+  // from the plan's shape and this step's data and extent 0.
+  const OverlapViews v(a_);
+  Span spans[OverlapViews::kAll];
+  for (std::size_t i = 0; i < OverlapViews::kAll; ++i) {
+    const TensorView& t = *v.view[i].view;
+    const StepPlan::View& pv = plan.view[i];
+    if (t.rank == 0) continue;
+    const std::int64_t n = t.extent[0];
+    if (n < 0 || (pv.strided_vector && n > 1)) return false;
+    if (n == 0 || !pv.others_nonzero) continue;
+    const std::uintptr_t lo = reinterpret_cast<std::uintptr_t>(t.data);
+    std::int64_t elems = 0, bytes = 0;
+    if (t.data == nullptr || lo % std::uintptr_t(pv.es) != 0 ||
+        !mul_fits(n - 1, t.stride[0], &elems) || !add_fits(elems, pv.rest_elems, &elems) ||
+        !mul_fits(elems, pv.es, &bytes) ||
+        lo > std::numeric_limits<std::uintptr_t>::max() - std::uintptr_t(bytes))
+      return false;
+    spans[i].lo = lo;
+    spans[i].hi = lo + std::uintptr_t(bytes);
+  }
+  if (!check_extents(true).ok() || !check_scales().ok()) return false;
+  // Outputs of a fixed shape keep the plan's verdict on overlapping
+  // themselves; the query outputs' holds up to the plan's token count.
+  for (std::size_t i = 0; i < OverlapViews::kTokenOutputs; ++i)
+    if (v.view[i].view->extent[0] > plan.self_checked_tokens && !self_disjoint(*v.view[i].view))
+      return false;
+  if (!overlap_rule(v, spans, 0).ok()) return false;
+  build(out);
+  return true;
+}
+
+Result Validator::check_enums() const {
   const Arguments& a = a_;
   const CacheIndex& ci = a.cache_index;
-  // ---- enums
   if (a.kind != AttentionKind::kGqa && a.kind != AttentionKind::kMla)
     return make_result(Status::kErrorInvalidArgument, "kind must be kGqa or kMla, got %d",
                        static_cast<int>(a.kind));
@@ -376,9 +451,20 @@ Result Validator::run(LaunchParams* out) {
     return make_result(Status::kErrorInvalidArgument,
                        "cache_index.form must be kSlotMapping or kPageTable, got %d",
                        static_cast<int>(ci.form));
-  const bool mla = a.kind == AttentionKind::kMla;
+  return Result{};
+}
 
-  // ---- ranks, strides, contiguity, null data, alignment
+// Any of the non-rotary views present: N is given (possibly 0).
+bool has_nope(const Arguments& a) {
+  return a.q_nope.present() || a.k_nope.present() || a.q_nope_out.present() ||
+         a.k_cache_nope.present();
+}
+
+// Ranks, strides, contiguity, null data, alignment.
+Result Validator::check_views() const {
+  const Arguments& a = a_;
+  const CacheIndex& ci = a.cache_index;
+  const bool mla = a.kind == AttentionKind::kMla;
   ROPEKV_TRY(check_view(a.q_rope, "q_rope", 3));
   ROPEKV_TRY(check_view(a.k_rope, "k_rope", 3));
   ROPEKV_TRY(check_view(a.q_rope_out, "q_rope_out", 3));
@@ -389,9 +475,7 @@ Result Validator::run(LaunchParams* out) {
   ROPEKV_TRY(check_view(a.k_cache_rope, "k_cache_rope", 4));
   ROPEKV_TRY(check_view(a.cos_sin_cache, "cos_sin_cache", 2));
   ROPEKV_TRY(check_view(a.positions, "positions", 1));
-  const bool has_nope = a.q_nope.present() || a.k_nope.present() || a.q_nope_out.present() ||
-                        a.k_cache_nope.present();
-  if (has_nope) {
+  if (has_nope(a)) {
     ROPEKV_TRY(check_view(a.q_nope, "q_nope", 3));
     ROPEKV_TRY(check_view(a.k_nope, "k_nope", 3));
     ROPEKV_TRY(check_view(a.q_nope_out, "q_nope_out", 3));
@@ -413,8 +497,12 @@ Result Validator::run(LaunchParams* out) {
     ROPEKV_TRY(check_view(ci.batch_indices, "cache_index.batch_indices", 1));
     ROPEKV_TRY(check_view(ci.kv_positions, "cache_index.kv_positions", 1));
   }
+  return Result{};
+}
 
-  // ---- dtypes
+Result Validator::check_dtypes() const {
+  const Arguments& a = a_;
+  const CacheIndex& ci = a.cache_index;
   const DType in = a.q_rope.dtype;
   if (!is_input_dtype(in))
     return make_result(Status::kErrorUnsupportedDType,
@@ -468,83 +556,95 @@ Result Validator::run(LaunchParams* out) {
       return make_result(Status::kErrorUnsupportedDType, "%s.dtype must be int32 or int64, got %s",
                          n.name, to_string(n.view->dtype));
   }
+  return Result{};
+}
 
-  // ---- extents
+// Extents. The rules on the token count (extent 0 of the per-token views
+// equals nnz) and the page table's lengths are the ones a step re-checks.
+Result Validator::check_extents(bool step) const {
+  const Arguments& a = a_;
+  const CacheIndex& ci = a.cache_index;
+  const bool mla = a.kind == AttentionKind::kMla;
   const std::int64_t nnz = a.q_rope.extent[0];
   const std::int64_t hq = a.q_rope.extent[1];
   const std::int64_t rdim = a.q_rope.extent[2];
   const std::int64_t hk = a.k_rope.extent[1];
-  if (rdim <= 0 || rdim % 2 != 0)
-    return make_result(Status::kErrorInvalidRotaryDim,
-                       "rotary dim R (q_rope.extent[2]) must be even and > 0, got %lld",
-                       static_cast<long long>(rdim));
-  if (a.cos_sin_cache.extent[1] != rdim)
-    return make_result(Status::kErrorCosSinMismatch,
-                       "cos_sin_cache.extent[1] must equal the rotary dim R (%lld), got %lld",
-                       static_cast<long long>(rdim),
-                       static_cast<long long>(a.cos_sin_cache.extent[1]));
-  if (a.cos_sin_cache.extent[0] <= 0)
-    return make_result(Status::kErrorCosSinMismatch,
-                       "cos_sin_cache.extent[0] (max_pos) must be > 0, got %lld",
-                       static_cast<long long>(a.cos_sin_cache.extent[0]));
-  if (hq <= 0)
-    return make_result(Status::kErrorShapeMismatch, "q_rope.extent[1] (Hq) must be > 0, got %lld",
-                       static_cast<long long>(hq));
-  if (hk <= 0)
-    return make_result(Status::kErrorShapeMismatch, "k_rope.extent[1] (Hk) must be > 0, got %lld",
-                       static_cast<long long>(hk));
-  if (mla && hk != 1)
-    return make_result(Status::kErrorShapeMismatch,
-                       "k_rope.extent[1] (Hk) must be 1 for kind kMla, got %lld",
-                       static_cast<long long>(hk));
+  if (!step) {
+    if (rdim <= 0 || rdim % 2 != 0)
+      return make_result(Status::kErrorInvalidRotaryDim,
+                         "rotary dim R (q_rope.extent[2]) must be even and > 0, got %lld",
+                         static_cast<long long>(rdim));
+    if (a.cos_sin_cache.extent[1] != rdim)
+      return make_result(Status::kErrorCosSinMismatch,
+                         "cos_sin_cache.extent[1] must equal the rotary dim R (%lld), got %lld",
+                         static_cast<long long>(rdim),
+                         static_cast<long long>(a.cos_sin_cache.extent[1]));
+    if (a.cos_sin_cache.extent[0] <= 0)
+      return make_result(Status::kErrorCosSinMismatch,
+                         "cos_sin_cache.extent[0] (max_pos) must be > 0, got %lld",
+                         static_cast<long long>(a.cos_sin_cache.extent[0]));
+    if (hq <= 0)
+      return make_result(Status::kErrorShapeMismatch,
+                         "q_rope.extent[1] (Hq) must be > 0, got %lld", static_cast<long long>(hq));
+    if (hk <= 0)
+      return make_result(Status::kErrorShapeMismatch,
+                         "k_rope.extent[1] (Hk) must be > 0, got %lld", static_cast<long long>(hk));
+    if (mla && hk != 1)
+      return make_result(Status::kErrorShapeMismatch,
+                         "k_rope.extent[1] (Hk) must be 1 for kind kMla, got %lld",
+                         static_cast<long long>(hk));
+  }
+  // A rule on an extent other than the token count: skipped by a step.
+#define ROPEKV_SHAPE(expr) \
+  if (!step) ROPEKV_TRY(expr)
   ROPEKV_TRY(check_extent(a.k_rope, "k_rope", 0, nnz, "nnz"));
-  ROPEKV_TRY(check_extent(a.k_rope, "k_rope", 2, rdim, "R"));
+  ROPEKV_SHAPE(check_extent(a.k_rope, "k_rope", 2, rdim, "R"));
   ROPEKV_TRY(check_extent(a.q_rope_out, "q_rope_out", 0, nnz, "nnz"));
-  ROPEKV_TRY(check_extent(a.q_rope_out, "q_rope_out", 1, hq, "Hq"));
-  ROPEKV_TRY(check_extent(a.q_rope_out, "q_rope_out", 2, rdim, "R"));
+  ROPEKV_SHAPE(check_extent(a.q_rope_out, "q_rope_out", 1, hq, "Hq"));
+  ROPEKV_SHAPE(check_extent(a.q_rope_out, "q_rope_out", 2, rdim, "R"));
   ROPEKV_TRY(check_extent(a.positions, "positions", 0, nnz, "nnz"));
   const std::int64_t num_pages = a.k_cache_rope.extent[0];
   const std::int64_t page_size = a.k_cache_rope.extent[1];
-  if (page_size <= 0)
-    return make_result(Status::kErrorInvalidPageSize,
-                       "page_size (k_cache_rope.extent[1]) must be > 0, got %lld",
-                       static_cast<long long>(page_size));
-  if (num_pages <= 0)
-    return make_result(Status::kErrorShapeMismatch,
-                       "num_pages (k_cache_rope.extent[0]) must be > 0, got %lld",
-                       static_cast<long long>(num_pages));
-  ROPEKV_TRY(check_extent(a.k_cache_rope, "k_cache_rope", 2, hk, "Hk"));
-  ROPEKV_TRY(check_extent(a.k_cache_rope, "k_cache_rope", 3, rdim, "R"));
-  std::int64_t ndim = 0;
-  if (has_nope) {
-    ndim = a.q_nope.extent[2];
-    ROPEKV_TRY(check_extent(a.q_nope, "q_nope", 0, nnz, "nnz"));
-    ROPEKV_TRY(check_extent(a.q_nope, "q_nope", 1, hq, "Hq"));
-    ROPEKV_TRY(check_extent(a.k_nope, "k_nope", 0, nnz, "nnz"));
-    ROPEKV_TRY(check_extent(a.k_nope, "k_nope", 1, hk, "Hk"));
-    ROPEKV_TRY(check_extent(a.k_nope, "k_nope", 2, ndim, "N = q_nope.extent[2]"));
-    ROPEKV_TRY(check_extent(a.q_nope_out, "q_nope_out", 0, nnz, "nnz"));
-    ROPEKV_TRY(check_extent(a.q_nope_out, "q_nope_out", 1, hq, "Hq"));
-    ROPEKV_TRY(check_extent(a.q_nope_out, "q_nope_out", 2, ndim, "N = q_nope.extent[2]"));
-    ROPEKV_TRY(check_extent(a.k_cache_nope, "k_cache_nope", 0, num_pages, "num_pages"));
-    ROPEKV_TRY(check_extent(a.k_cache_nope, "k_cache_nope", 1, page_size, "page_size"));
-    ROPEKV_TRY(check_extent(a.k_cache_nope, "k_cache_nope", 2, hk, "Hk"));
-    ROPEKV_TRY(check_extent(a.k_cache_nope, "k_cache_nope", 3, ndim, "N = q_nope.extent[2]"));
+  if (!step) {
+    if (page_size <= 0)
+      return make_result(Status::kErrorInvalidPageSize,
+                         "page_size (k_cache_rope.extent[1]) must be > 0, got %lld",
+                         static_cast<long long>(page_size));
+    if (num_pages <= 0)
+      return make_result(Status::kErrorShapeMismatch,
+                         "num_pages (k_cache_rope.extent[0]) must be > 0, got %lld",
+                         static_cast<long long>(num_pages));
   }
-  std::int64_t vdim = 0;
+  ROPEKV_SHAPE(check_extent(a.k_cache_rope, "k_cache_rope", 2, hk, "Hk"));
+  ROPEKV_SHAPE(check_extent(a.k_cache_rope, "k_cache_rope", 3, rdim, "R"));
+  if (has_nope(a)) {
+    const std::int64_t ndim = a.q_nope.extent[2];
+    ROPEKV_TRY(check_extent(a.q_nope, "q_nope", 0, nnz, "nnz"));
+    ROPEKV_SHAPE(check_extent(a.q_nope, "q_nope", 1, hq, "Hq"));
+    ROPEKV_TRY(check_extent(a.k_nope, "k_nope", 0, nnz, "nnz"));
+    ROPEKV_SHAPE(check_extent(a.k_nope, "k_nope", 1, hk, "Hk"));
+    ROPEKV_SHAPE(check_extent(a.k_nope, "k_nope", 2, ndim, "N = q_nope.extent[2]"));
+    ROPEKV_TRY(check_extent(a.q_nope_out, "q_nope_out", 0, nnz, "nnz"));
+    ROPEKV_SHAPE(check_extent(a.q_nope_out, "q_nope_out", 1, hq, "Hq"));
+    ROPEKV_SHAPE(check_extent(a.q_nope_out, "q_nope_out", 2, ndim, "N = q_nope.extent[2]"));
+    ROPEKV_SHAPE(check_extent(a.k_cache_nope, "k_cache_nope", 0, num_pages, "num_pages"));
+    ROPEKV_SHAPE(check_extent(a.k_cache_nope, "k_cache_nope", 1, page_size, "page_size"));
+    ROPEKV_SHAPE(check_extent(a.k_cache_nope, "k_cache_nope", 2, hk, "Hk"));
+    ROPEKV_SHAPE(check_extent(a.k_cache_nope, "k_cache_nope", 3, ndim, "N = q_nope.extent[2]"));
+  }
   if (!mla) {
-    vdim = a.v.extent[2];
+    const std::int64_t vdim = a.v.extent[2];
     ROPEKV_TRY(check_extent(a.v, "v", 0, nnz, "nnz"));
-    ROPEKV_TRY(check_extent(a.v, "v", 1, hk, "Hk"));
-    if (vdim <= 0)
+    ROPEKV_SHAPE(check_extent(a.v, "v", 1, hk, "Hk"));
+    if (!step && vdim <= 0)
       return make_result(Status::kErrorShapeMismatch, "v.extent[2] (Dv) must be > 0, got %lld",
                          static_cast<long long>(vdim));
-    ROPEKV_TRY(check_extent(a.v_cache, "v_cache", 0, num_pages, "num_pages"));
-    ROPEKV_TRY(check_extent(a.v_cache, "v_cache", 1, page_size, "page_size"));
-    ROPEKV_TRY(check_extent(a.v_cache, "v_cache", 2, hk, "Hk"));
-    ROPEKV_TRY(check_extent(a.v_cache, "v_cache", 3, vdim, "Dv = v.extent[2]"));
+    ROPEKV_SHAPE(check_extent(a.v_cache, "v_cache", 0, num_pages, "num_pages"));
+    ROPEKV_SHAPE(check_extent(a.v_cache, "v_cache", 1, page_size, "page_size"));
+    ROPEKV_SHAPE(check_extent(a.v_cache, "v_cache", 2, hk, "Hk"));
+    ROPEKV_SHAPE(check_extent(a.v_cache, "v_cache", 3, vdim, "Dv = v.extent[2]"));
   }
-  std::int64_t batch = 0;
+#undef ROPEKV_SHAPE
   if (ci.form == Addressing::kSlotMapping) {
     ROPEKV_TRY(check_extent(ci.slot_mapping, "cache_index.slot_mapping", 0, nnz, "nnz"));
   } else {
@@ -554,38 +654,47 @@ Result Validator::run(LaunchParams* out) {
       return make_result(Status::kErrorShapeMismatch,
                          "cache_index.kv_indptr.extent[0] must be batch + 1 >= 1, got %lld",
                          static_cast<long long>(ci.kv_indptr.extent[0]));
-    batch = ci.kv_indptr.extent[0] - 1;
   }
+  return Result{};
+}
 
-  // ---- scales and checked mode
+// Scales and the checked-mode counter.
+Result Validator::check_scales() const {
+  const Arguments& a = a_;
   ROPEKV_TRY(check_scale(a.q_scale, "q_scale"));
   ROPEKV_TRY(check_scale(a.k_scale, "k_scale"));
-  if (!mla) ROPEKV_TRY(check_scale(a.v_scale, "v_scale"));
+  if (a.kind != AttentionKind::kMla) ROPEKV_TRY(check_scale(a.v_scale, "v_scale"));
   if (a.checked.skipped_tokens != nullptr &&
       reinterpret_cast<std::uintptr_t>(a.checked.skipped_tokens) % 8 != 0)
     return make_result(Status::kErrorMisaligned, "checked.skipped_tokens must be 8-byte aligned");
   if (reinterpret_cast<std::uintptr_t>(a.checked.skipped_tokens) > ~std::uintptr_t(0) - 8)
     return make_result(Status::kErrorInvalidArgument,
                        "checked.skipped_tokens must point within the address space");
+  return Result{};
+}
 
-  // ---- overlapping outputs
-  ROPEKV_TRY(check_overlaps());
-
-  // ---- lower
+// Arguments -> LaunchParams, for arguments every rule accepted.
+void Validator::build(LaunchParams* out) const {
+  const Arguments& a = a_;
+  const CacheIndex& ci = a.cache_index;
+  const bool mla = a.kind == AttentionKind::kMla;
+  const DType in = a.q_rope.dtype, qo = a.q_rope_out.dtype, cd = a.k_cache_rope.dtype,
+              cs = a.cos_sin_cache.dtype;
+  const std::int64_t page_size = a.k_cache_rope.extent[1];
   LaunchParams p;
-  p.nnz = nnz;
-  p.num_q_heads = hq;
-  p.num_kv_heads = hk;
-  p.rotary_dim = rdim;
-  p.nope_dim = ndim;
-  p.v_dim = vdim;
+  p.nnz = a.q_rope.extent[0];
+  p.num_q_heads = a.q_rope.extent[1];
+  p.num_kv_heads = a.k_rope.extent[1];
+  p.rotary_dim = a.q_rope.extent[2];
+  p.nope_dim = has_nope(a) ? a.q_nope.extent[2] : 0;
+  p.v_dim = mla ? 0 : a.v.extent[2];
   p.max_pos = a.cos_sin_cache.extent[0];
   p.page_size = page_size;
   if ((page_size & (page_size - 1)) == 0) {
     p.page_shift = 0;
     while ((std::int64_t(1) << p.page_shift) < page_size) ++p.page_shift;
   }
-  p.num_pages = num_pages;
+  p.num_pages = a.k_cache_rope.extent[0];
   p.kind = a.kind;
   p.style = a.rope_style;
   p.in_dtype = in;
@@ -640,7 +749,7 @@ Result Validator::run(LaunchParams* out) {
     p.kv_indptr_i64 = ci.kv_indptr.dtype == DType::kInt64;
     p.batch_i64 = ci.batch_indices.dtype == DType::kInt64;
     p.kv_positions_i64 = ci.kv_positions.dtype == DType::kInt64;
-    p.batch_size = batch;
+    p.batch_size = ci.kv_indptr.extent[0] - 1;
     p.num_kv_indices = ci.kv_indices.extent[0];
   }
   // A scale is read only where it applies: an FP8 output of a present tensor.
@@ -660,8 +769,8 @@ Result Validator::run(LaunchParams* out) {
   p.pdl = a.programmatic_dependent_launch;
   p.early_indices = a.programmatic_dependent_launch && a.indices_ready_before_previous_kernel;
   *out = p;
-  return Result{};
 }
+
 
 #undef ROPEKV_TRY
 
@@ -670,6 +779,88 @@ Result Validator::run(LaunchParams* out) {
 Result lower(const Arguments& args, LaunchParams* out) noexcept {
   Validator v(args);
   return v.run(out);
+}
+
+namespace {
+
+// Equal dtype, rank, strides and extents; with `token_free`, extent 0 (a
+// token count or a page-table length) may differ.
+static_assert(sizeof(TensorView) == 80 && offsetof(TensorView, extent) == 16 &&
+                  offsetof(TensorView, stride) == 48,
+              "TensorView's layout changed: update same_view");
+bool same_view(const TensorView& a, const TensorView& b, bool token_free) {
+  // extent[1..3] and stride[0..3]: 56 contiguous bytes.
+  return a.dtype == b.dtype && a.rank == b.rank && (token_free || a.extent[0] == b.extent[0]) &&
+         std::memcmp(&a.extent[1], &b.extent[1], 7 * sizeof(std::int64_t)) == 0;
+}
+// Equal convention and, for a host scale, value; a device scale may move.
+bool same_scale(const Scale& a, const Scale& b) {
+  return a.convention == b.convention && (a.device == nullptr) == (b.device == nullptr) &&
+         (a.device != nullptr || a.value == b.value);
+}
+
+// `a` and `b` differ at most in the fields a step may change: the views'
+// data, extent 0 of the per-token views and of the page table's arrays,
+// device scale and checked-mode counter pointers (not whether they are
+// null), the stream.
+bool same_except_step(const Arguments& a, const Arguments& b) {
+  // Every field of Arguments is named below; a new field must be added here.
+  static_assert(sizeof(void*) != 8 || sizeof(Arguments) == 1480,
+                "Arguments changed: update same_except_step");
+  const CacheIndex &ca = a.cache_index, &cb = b.cache_index;
+  return a.kind == b.kind && a.rope_style == b.rope_style && ca.form == cb.form &&
+         same_view(a.q_rope, b.q_rope, true) && same_view(a.q_nope, b.q_nope, true) &&
+         same_view(a.k_rope, b.k_rope, true) && same_view(a.k_nope, b.k_nope, true) &&
+         same_view(a.v, b.v, true) && same_view(a.q_rope_out, b.q_rope_out, true) &&
+         same_view(a.q_nope_out, b.q_nope_out, true) &&
+         same_view(a.k_cache_rope, b.k_cache_rope, false) &&
+         same_view(a.k_cache_nope, b.k_cache_nope, false) &&
+         same_view(a.v_cache, b.v_cache, false) &&
+         same_view(a.cos_sin_cache, b.cos_sin_cache, false) &&
+         same_view(a.positions, b.positions, true) &&
+         same_view(ca.slot_mapping, cb.slot_mapping, true) &&
+         same_view(ca.kv_indices, cb.kv_indices, true) &&
+         same_view(ca.kv_indptr, cb.kv_indptr, true) &&
+         same_view(ca.batch_indices, cb.batch_indices, true) &&
+         same_view(ca.kv_positions, cb.kv_positions, true) && same_scale(a.q_scale, b.q_scale) &&
+         same_scale(a.k_scale, b.k_scale) && same_scale(a.v_scale, b.v_scale) &&
+         a.checked.enabled == b.checked.enabled &&
+         (a.checked.skipped_tokens == nullptr) == (b.checked.skipped_tokens == nullptr) &&
+         a.programmatic_dependent_launch == b.programmatic_dependent_launch &&
+         a.indices_ready_before_previous_kernel == b.indices_ready_before_previous_kernel;
+}
+
+}  // namespace
+
+static_assert(sizeof(StepPlan::view) / sizeof(StepPlan::View) == OverlapViews::kAll,
+              "StepPlan::view: one entry per view of the overlap rule");
+
+StepPlan* new_step_plan() noexcept { return new (std::nothrow) StepPlan; }
+
+void fill_step_plan(StepPlan* plan, const Arguments& validated) noexcept {
+  plan->prepared = validated;
+  plan->self_checked_tokens = validated.q_rope.extent[0];
+  const OverlapViews v(plan->prepared);
+  for (std::size_t i = 0; i < OverlapViews::kAll; ++i) {
+    const TensorView& t = *v.view[i].view;
+    StepPlan::View& pv = plan->view[i];
+    pv.es = std::int64_t(size_of(t.dtype));
+    pv.strided_vector = t.rank == 1 && t.stride[0] != 1;
+    pv.others_nonzero = t.rank > 0;
+    pv.rest_elems = 1;  // fits: the validated view's span does
+    for (int k = 1; k < t.rank; ++k) {
+      pv.others_nonzero = pv.others_nonzero && t.extent[k] > 0;
+      if (t.extent[k] > 0) pv.rest_elems += (t.extent[k] - 1) * t.stride[k];
+    }
+  }
+}
+
+void delete_step_plan(StepPlan* plan) noexcept { delete plan; }
+
+bool lower_step(const StepPlan& plan, const Arguments& args, LaunchParams* out) noexcept {
+  if (!same_except_step(args, plan.prepared)) return false;
+  Validator v(args);
+  return v.run_step(plan, out);
 }
 
 }  // namespace detail

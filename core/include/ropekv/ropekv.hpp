@@ -269,6 +269,53 @@ Result validate(const Arguments& args, Backend backend = Backend::kAuto) noexcep
 // allocation, no synchronisation, no host read of device data.
 Result run(const Arguments& args, Backend backend = Backend::kAuto) noexcept;
 
+// ---------------------------------------------------------------- prepared calls
+// A call site validated once and run every step, for engines that call
+// with the same shapes, layouts and options every step, outside a graph
+// (e.g. one object per layer). run(args) compares args with the prepared
+// arguments: where they differ only in what a step changes (the views'
+// `data`, the token count nnz, the page table's lengths, device scale and
+// checked-mode counter pointers, the stream) it re-checks just the rules
+// those fields enter and launches; on any other difference, or when a
+// re-check fails, it runs ropekv::run(args, backend) and, when that
+// succeeds, args become the prepared arguments. Its Result is always
+// ropekv::run(args, backend)'s. run() without prepare() prepares on its first
+// success. One object per calling thread (it is not synchronised).
+//
+//   ropekv::PreparedCall call(ropekv::Backend::kCuda);  // per layer
+//   call.prepare(args);                                 // optional
+//   for (each step) { set args' pointers and nnz; call.run(args); }
+namespace detail {
+struct StepPlan;
+}
+class PreparedCall {
+ public:
+  explicit PreparedCall(Backend backend = Backend::kAuto) noexcept : backend_(backend) {}
+  ~PreparedCall();
+  PreparedCall(const PreparedCall&) = delete;
+  PreparedCall& operator=(const PreparedCall&) = delete;
+  PreparedCall(PreparedCall&& other) noexcept;
+  PreparedCall& operator=(PreparedCall&& other) noexcept;
+
+  // Validates args (as validate(args, backend)) and keeps them; on failure
+  // the object keeps what it had. Allocates its plan the first time
+  // (kErrorLaunchFailed if out of memory).
+  Result prepare(const Arguments& args) noexcept;
+  // Safe inside graph capture as ropekv::run() is; allocates only when an
+  // unprepared object is first prepared by it.
+  Result run(const Arguments& args) noexcept;
+  bool prepared() const noexcept { return plan_ != nullptr; }
+  // True when the last run() took the step path (no full validation): an
+  // engine can check that its call sites stay on it.
+  bool last_run_was_step() const noexcept { return last_step_; }
+
+ private:
+  Result keep(const Arguments& validated) noexcept;
+  detail::StepPlan* plan_ = nullptr;  // the prepared arguments and their shape
+  Backend backend_ = Backend::kAuto;
+  bool last_step_ = false;
+};
+
 // ---------------------------------------------------------------- layouts
 // Views of the common layouts. `rotary_dim` R <= head_dim D; the rotary view
 // is the first R elements of each head, the non-rotary view the remaining

@@ -1,0 +1,206 @@
+// PreparedCall on every backend (instantiated with the regression suite,
+// regression_suite.hpp): a prepared call's steps write exactly what run()
+// writes, a bad step reports exactly what validate() reports and writes
+// nothing, and a call with another shape is validated in full.
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "regression_suite.hpp"
+#include "ropekv/ropekv.hpp"
+#include "test_calls.hpp"
+
+namespace ropekv_test {
+namespace {
+
+using ropekv::Arguments;
+using ropekv::PreparedCall;
+using ropekv::Result;
+using ropekv::TensorView;
+
+// `a` with its first `n` tokens (n <= its nnz): extent 0 of every per-token view.
+Arguments first_tokens(Arguments a, std::int64_t n) {
+  for (TensorView* v : {&a.q_rope, &a.q_nope, &a.k_rope, &a.k_nope, &a.v, &a.q_rope_out,
+                        &a.q_nope_out, &a.positions, &a.cache_index.slot_mapping})
+    if (v->present()) v->extent[0] = n;
+  return a;
+}
+
+// The same call built twice, in two buffer sets with the same contents: one
+// run through a PreparedCall, the other through ropekv::run.
+struct Twin {
+  explicit Twin(const BackendMemory& mem) : prepared(mem), plain(mem) {}
+  Buffers prepared, plain;
+  Arguments a_prepared, a_plain;
+  unsigned char* slots_prepared = nullptr;
+  unsigned char* slots_plain = nullptr;
+};
+
+void build(Twin& t, const Gqa& g) {
+  t.a_prepared = gqa_call(t.prepared, g, identity_slots(g.nnz), 7);
+  t.a_plain = gqa_call(t.plain, g, identity_slots(g.nnz), 7);
+  t.slots_prepared = static_cast<unsigned char*>(t.a_prepared.cache_index.slot_mapping.data);
+  t.slots_plain = static_cast<unsigned char*>(t.a_plain.cache_index.slot_mapping.data);
+}
+
+void set_slots(Twin& t, const std::vector<std::int64_t>& slots) {
+  std::memcpy(t.slots_prepared, slots.data(), slots.size() * 8);
+  std::memcpy(t.slots_plain, slots.data(), slots.size() * 8);
+}
+
+std::string describe(const Result& r) {
+  return std::string(ropekv::to_string(r.status)) + ": " + r.message;
+}
+
+}  // namespace
+
+// Steps that change the token count, the slots (padding included) and where
+// the query output goes: every buffer equal to run()'s after every step, and
+// each step took the step path.
+TEST_P(PreparedCallSuite, StepsWriteWhatRunWrites) {
+  const BackendMemory& mem = GetParam().memory();
+  if (!mem.available()) GTEST_SKIP() << mem.name << ": " << mem.why_unavailable;
+  Gqa g;
+  g.nnz = 6;
+  Twin t(mem);
+  build(t, g);
+  // A second query output of the same shape in each set, for a step that moves it.
+  const std::size_t q_bytes = std::size_t(g.nnz * g.hq * g.d());
+  unsigned char* q2_prepared = t.prepared.add("q_out_2", q_bytes, true);
+  unsigned char* q2_plain = t.plain.add("q_out_2", q_bytes, true);
+  const auto moved = [&](Arguments a, unsigned char* base) {
+    const ropekv::HeadViews q = ropekv::split_heads(base, g.q_out, g.nnz, g.hq, g.d(), g.r);
+    ropekv::set_query_output(a, q);
+    return a;
+  };
+
+  PreparedCall call(mem.backend);
+  ASSERT_TRUE(call.prepare(t.prepared.on_backend(t.a_prepared)).ok());
+  struct Step {
+    std::int64_t nnz;
+    std::vector<std::int64_t> slots;
+    bool move_query_output;
+  };
+  const Step steps[] = {{6, {0, 1, 2, 3, 4, 5}, false},
+                        {3, {20, 21, 22, 0, 0, 0}, false},
+                        {0, {0, 0, 0, 0, 0, 0}, false},
+                        {6, {40, -1, 41, -1, 42, 63}, true},
+                        {1, {9, 0, 0, 0, 0, 0}, true}};
+  int step_index = 0;
+  for (const Step& s : steps) {
+    SCOPED_TRACE("step " + std::to_string(step_index++));
+    set_slots(t, s.slots);
+    Arguments ap = first_tokens(t.a_prepared, s.nnz), aq = first_tokens(t.a_plain, s.nnz);
+    if (s.move_query_output) {
+      ap = first_tokens(moved(t.a_prepared, q2_prepared), s.nnz);
+      aq = first_tokens(moved(t.a_plain, q2_plain), s.nnz);
+    }
+    const Result rp = t.prepared.run_with(ap, [&](const Arguments& a) { return call.run(a); });
+    const Result rq = t.plain.run(aq);
+    ASSERT_TRUE(rp.ok()) << describe(rp);
+    ASSERT_TRUE(rq.ok()) << describe(rq);
+    EXPECT_TRUE(call.last_run_was_step());
+    const auto a = t.prepared.snapshot(), b = t.plain.snapshot();
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "buffer " << i;
+  }
+}
+
+// Each broken step field: the step reports what validate() reports, writes
+// nothing, and the call is still prepared for the next good step.
+TEST_P(PreparedCallSuite, BadStepsReportWhatValidateReports) {
+  const BackendMemory& mem = GetParam().memory();
+  if (!mem.available()) GTEST_SKIP() << mem.name << ": " << mem.why_unavailable;
+  Gqa g;
+  Buffers b(mem);
+  const Arguments good = gqa_call(b, g, identity_slots(g.nnz), 3);
+  unsigned char* odd = b.add("odd", 64, false);  // for misaligned pointers
+  PreparedCall call(mem.backend);
+  ASSERT_TRUE(call.prepare(b.on_backend(good)).ok());
+
+  struct Bad {
+    const char* what;
+    void (*mutate)(Arguments&, unsigned char*);
+  };
+  const Bad bad[] = {
+      {"null input", [](Arguments& a, unsigned char*) { a.q_rope.data = nullptr; }},
+      {"misaligned input", [](Arguments& a, unsigned char* o) { a.k_rope.data = o + 1; }},
+      {"token counts disagree", [](Arguments& a, unsigned char*) { a.positions.extent[0] -= 1; }},
+      {"query output over the K cache",
+       [](Arguments& a, unsigned char*) { a.q_rope_out.data = a.k_cache_rope.data; }},
+      {"V cache over the K cache",
+       [](Arguments& a, unsigned char*) { a.v_cache.data = a.k_cache_rope.data; }},
+      {"negative token count",
+       [](Arguments& a, unsigned char*) { a = first_tokens(a, -1); }},
+  };
+  for (const Bad& x : bad) {
+    SCOPED_TRACE(x.what);
+    Arguments a = good;
+    x.mutate(a, odd);
+    const Result want = b.validate(a, mem.backend);
+    ASSERT_FALSE(want.ok());
+    const auto before = b.snapshot();
+    const Result got = b.run_with(a, [&](const Arguments& d) { return call.run(d); });
+    EXPECT_EQ(got.status, want.status) << describe(got) << " vs " << describe(want);
+    EXPECT_STREQ(got.message, want.message);
+    EXPECT_FALSE(call.last_run_was_step());
+    EXPECT_EQ(b.first_change(before), "");
+    const Result again = b.run_with(good, [&](const Arguments& d) { return call.run(d); });
+    EXPECT_TRUE(again.ok()) << describe(again);
+    EXPECT_TRUE(call.last_run_was_step());
+  }
+}
+
+// Another shape (here the query output's dtype) is validated in full,
+// written as run() writes it, and becomes the prepared call.
+TEST_P(PreparedCallSuite, AnotherShapeIsValidatedInFull) {
+  const BackendMemory& mem = GetParam().memory();
+  if (!mem.available()) GTEST_SKIP() << mem.name << ": " << mem.why_unavailable;
+  Gqa g;
+  Twin t(mem);
+  build(t, g);
+  Gqa g16 = g;
+  g16.q_out = ropekv::DType::kBFloat16;
+  Buffers other_p(mem), other_q(mem);
+  const Arguments bp = gqa_call(other_p, g16, identity_slots(g.nnz), 5);
+  const Arguments bq = gqa_call(other_q, g16, identity_slots(g.nnz), 5);
+  PreparedCall call(mem.backend);
+  ASSERT_TRUE(call.prepare(t.prepared.on_backend(t.a_prepared)).ok());
+  const Result rp = other_p.run_with(bp, [&](const Arguments& a) { return call.run(a); });
+  ASSERT_TRUE(rp.ok()) << describe(rp);
+  EXPECT_FALSE(call.last_run_was_step());
+  ASSERT_TRUE(other_q.run(bq).ok());
+  EXPECT_EQ(other_p.snapshot(), other_q.snapshot());
+  // The new shape is now the prepared one.
+  const Result again = other_p.run_with(bp, [&](const Arguments& a) { return call.run(a); });
+  EXPECT_TRUE(again.ok()) << describe(again);
+  EXPECT_TRUE(call.last_run_was_step());
+}
+
+// run() before prepare(): a bad call leaves it unprepared; the first good
+// one is validated in full and prepares it; the next takes the step path.
+TEST_P(PreparedCallSuite, RunWithoutPrepare) {
+  const BackendMemory& mem = GetParam().memory();
+  if (!mem.available()) GTEST_SKIP() << mem.name << ": " << mem.why_unavailable;
+  Gqa g;
+  Buffers b(mem);
+  const Arguments a = gqa_call(b, g, identity_slots(g.nnz), 11);
+  PreparedCall call(mem.backend);
+  EXPECT_FALSE(call.prepared());
+  Arguments bad = a;
+  bad.q_rope.data = nullptr;
+  const auto before = b.snapshot();
+  EXPECT_FALSE(b.run_with(bad, [&](const Arguments& d) { return call.run(d); }).ok());
+  EXPECT_FALSE(call.prepared());
+  EXPECT_EQ(b.first_change(before), "");
+  ASSERT_TRUE(b.run_with(a, [&](const Arguments& d) { return call.run(d); }).ok());
+  EXPECT_TRUE(call.prepared());
+  EXPECT_FALSE(call.last_run_was_step());
+  const auto once = b.snapshot();
+  ASSERT_TRUE(b.run_with(a, [&](const Arguments& d) { return call.run(d); }).ok());
+  EXPECT_TRUE(call.last_run_was_step());
+  EXPECT_EQ(b.snapshot(), once);  // the same call again writes the same bytes
+}
+
+}  // namespace ropekv_test
