@@ -1,21 +1,34 @@
 #!/usr/bin/env bash
-# Builds the CUDA configuration HERE (no GPU needed) and gathers the Debian
-# shared libraries its binaries need into build/cuda/lib, so that the whole
-# build/cuda folder can be carried to a GPU machine and run there with
-# scripts/gpu_run.sh. Usage: bash scripts/gpu_build.sh
+# Builds HERE (no GPU needed) what the GPU machine runs, and assembles it in
+# build/gpu, the one folder to carry there (about 30 MB):
+#   build/gpu/cuda         CUDA tests, perf suite, libropekv.a (scripts/gpu_run.sh,
+#                          scripts/gpu_profile.sh), from preset cuda
+#   build/gpu/cuda-shared  libropekv.so (host + CUDA backends, shared CUDA
+#                          runtime) and its config header, which the PyTorch op
+#                          links there (scripts/gpu_torch.sh), from preset cuda-shared
+# each with lib/: the Debian shared libraries they need, and BUILD_INFO.
+# Usage: bash scripts/gpu_build.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v nvcc >/dev/null || { echo "gpu_build: nvcc not found" >&2; exit 1; }
-cmake --preset cuda >/dev/null
-cmake --build --preset cuda -j "$(nproc)"
-mkdir -p build/cuda/lib
-for bin in build/cuda/tests/ropekv_tests_cuda build/cuda/perf/ropekv_perf; do
-  [ -x "$bin" ] || continue
-  ldd "$bin" | awk '/=> \// {print $3}' | grep -E 'kokkos|trilinos|benchmark|gtest' |
-    while read -r lib; do cp -L "$lib" build/cuda/lib/; done
+rm -rf build/gpu
+for preset in cuda cuda-shared; do
+  cmake --preset "$preset" >/dev/null
+  cmake --build --preset "$preset" -j "$(nproc)"
+  from=build/$preset to=build/gpu/$preset
+  mkdir -p "$to/lib"
+  for f in tests/ropekv_tests_cuda perf/ropekv_perf libropekv.a libropekv.so include; do
+    [ -e "$from/$f" ] || continue
+    mkdir -p "$(dirname "$to/$f")"
+    cp -rL "$from/$f" "$to/$f"
+    [ -f "$from/$f" ] || continue
+    libs=$(ldd "$from/$f" 2>/dev/null | awk '/=> \// {print $3}' |
+           grep -E 'kokkos|trilinos|benchmark|gtest' || true)  # none for an archive
+    for lib in $libs; do cp -L "$lib" "$to/lib/"; done
+  done
+  # What was built, for the GPU scripts to report (the GPU machine's copy of
+  # the tree may not carry the git history).
+  { git rev-parse --short HEAD 2>/dev/null || echo "no git"
+    git diff --quiet HEAD -- . 2>/dev/null || echo "plus uncommitted changes"; } >"$to/BUILD_INFO"
 done
-# What was built, for gpu_run.sh to report (the GPU machine's copy of the
-# tree may not carry the git history).
-{ git rev-parse --short HEAD 2>/dev/null || echo "no git"
-  git diff --quiet HEAD -- . 2>/dev/null || echo "plus uncommitted changes"; } >build/cuda/BUILD_INFO
-ls build/cuda/lib
+du -sh build/gpu/*

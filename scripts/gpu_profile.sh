@@ -8,7 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: gpu_profile.sh OUTDIR}
 mkdir -p "$out"
-B=build/cuda
+B=build/gpu/cuda  # scripts/gpu_build.sh assembles it
 export LD_LIBRARY_PATH="$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # Decode kernels <bf16, e4m3fn, fp32, 64, 0, 64> in the two fixed index forms.
 cuobjdump --dump-sass "$B/libropekv.a" 2>/dev/null |

@@ -14,6 +14,7 @@ packages=(
   hipcc libamdhip64-dev                                # HIP backend (compile-only here)
   python3-matplotlib                                   # perf plots
   clang-14 libclang-rt-14-dev llvm-14                  # fuzzing (libFuzzer, sanitizers, symbolizer)
+  python3-torch libtorch-dev python3-pytest            # the PyTorch op (python/), CPU torch 1.13
 )
 
 missing=()

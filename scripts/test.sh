@@ -7,6 +7,7 @@
 #   cuda-only  CUDA without the host backend (no perf suite)
 #   hip        host + HIP, when hipcc or clang++-15 exists and hip/ exists
 #   hip-only   HIP without the host backend
+#   torch      host + the PyTorch op (python/): its pytest suite on Debian's CPU torch
 # Device tests skip, visibly, without a GPU (and without the host backend they
 # compare with); validation runs in every build. Every build runs even when an
 # earlier one failed; the exit status is nonzero when any of them failed.
@@ -91,6 +92,15 @@ elif [ ! -f hip/CMakeLists.txt ]; then
 else
   run_preset hip
   run_preset hip-only
+fi
+
+run_preset torch
+# The pytest counts (ctest runs pytest as one test, Torch.pytest).
+if py_counts=$(python3 scripts/pytest_counts.py build/torch/python/pytest.xml); then
+  summary+=("$(printf '%-9s %s' torch-py "$py_counts")")
+else
+  summary+=("$(printf '%-9s FAILED   no pytest results (build/torch/python/pytest.xml)' torch-py)")
+  status=1
 fi
 
 bash scripts/tsan.sh && summary+=("tsan  PASSED   threaded host tests under ThreadSanitizer") || { summary+=("tsan  FAILED   scripts/tsan.sh"); status=1; }
