@@ -235,21 +235,24 @@ def run_host_reference(lib, p: Problem) -> Dict[str, torch.Tensor]:
 
 # ---------------------------------------------------------------- unfused PyTorch
 
-def unfused(p: Problem) -> Dict[str, torch.Tensor]:
-    """GQA in plain PyTorch: RoPE in float32, then scale and FP8 by table, then
-    the write of each real token's rows into its slot."""
-    c, i = p.case, p.inputs
-    out = {k: v.clone() for k, v in p.outputs.items()}
-    heads = i["qkv"].view(c.nnz, c.hq + 2 * c.hk, c.d).float()
+def unfused(p: Problem, device: str = "cpu", quant=None) -> Dict[str, torch.Tensor]:
+    """GQA in plain PyTorch on `device`: RoPE in float32, then quantization,
+    then the write of each real token's rows into its slot. quant(x, scale)
+    gives uint8 codes; by default the tests' table encoder with the case's
+    format and convention. Returns the outputs, on the CPU."""
+    c, t = p.case, tensors_on(p, device)
+    if quant is None:
+        quant = lambda x, s: quantize(x, c.fmt, s, c.multiply)  # noqa: E731
+    heads = t["qkv"].view(c.nnz, c.hq + 2 * c.hk, c.d).float()
     q, k, v = heads[:, :c.hq], heads[:, c.hq:c.hq + c.hk], heads[:, c.hq + c.hk:]
-    cs = i["cos_sin"][i["positions"]]
+    cs = t["cos_sin"][t["positions"]]
     cos, sin = cs[:, None, :c.r // 2], cs[:, None, c.r // 2:]
     q = torch.cat((rope(q[..., :c.r], cos, sin, c.interleaved), q[..., c.r:]), dim=-1)
     k = torch.cat((rope(k[..., :c.r], cos, sin, c.interleaved), k[..., c.r:]), dim=-1)
-    qs, ks, vs = (quantize(x, c.fmt, s, c.multiply) for x, s in zip((q, k, v), c.scales))
-    slots = i["slots"]
+    qs, ks, vs = (quant(x, s) for x, s in zip((q, k, v), c.scales))
+    slots = t["slots"]
     real = slots >= 0
-    out["q_out"][real] = qs[real]
-    out["k_cache"].view(-1, c.hk, c.d)[slots[real]] = ks[real]
-    out["v_cache"].view(-1, c.hk, c.d)[slots[real]] = vs[real]
-    return out
+    t["q_out"][real] = qs[real]
+    t["k_cache"].view(-1, c.hk, c.d)[slots[real]] = ks[real]
+    t["v_cache"].view(-1, c.hk, c.d)[slots[real]] = vs[real]
+    return {key: t[key].cpu() for key in p.outputs}

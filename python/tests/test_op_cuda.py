@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import ropekv
-from cases import CASES, GUARD, Gqa, make, op_kwargs, run_op, tensors_on
-from reference import fp8_steps, rope
+from cases import CASES, GUARD, Gqa, make, op_kwargs, run_op, tensors_on, unfused
+from reference import fp8_steps
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(),
                           reason="no CUDA device (the GPU machine runs these: scripts/gpu_torch.sh)")
@@ -63,28 +63,11 @@ def test_cuda_tensor_on_another_device_raises():
         ropekv.rope_quantize_append(**kw)
 
 
-def _vllm_unfused(p, out_dtype):
-    """vLLM's unfused path on the device: RoPE in float32 (its forward_native),
-    static FP8 quantization (x / scale, clamped to the format's range, then the
-    dtype conversion), then the slot write of reshape_and_cache_flash."""
-    c, t = p.case, tensors_on(p, "cuda")
-    heads = t["qkv"].view(c.nnz, c.hq + 2 * c.hk, c.d).float()
-    q, k, v = heads[:, :c.hq], heads[:, c.hq:c.hq + c.hk], heads[:, c.hq + c.hk:]
-    cs = t["cos_sin"][t["positions"]]
-    cos, sin = cs[:, None, :c.r // 2], cs[:, None, c.r // 2:]
-    q = torch.cat((rope(q[..., :c.r], cos, sin, c.interleaved), q[..., c.r:]), dim=-1)
-    k = torch.cat((rope(k[..., :c.r], cos, sin, c.interleaved), k[..., c.r:]), dim=-1)
+def _vllm_quant(out_dtype):
+    """vLLM's static FP8 quantization: x / scale, clamped to the format's
+    range, then torch's conversion (as uint8 codes)."""
     top = torch.finfo(out_dtype).max
-    quant = lambda x, s: (x / s).clamp(-top, top).to(out_dtype)  # noqa: E731
-    qs, ks, vs = quant(q, c.scales[0]), quant(k, c.scales[1]), quant(v, c.scales[2])
-    out = {key: torch.full(x.shape, GUARD, dtype=torch.uint8, device="cuda").view(out_dtype)
-           for key, x in p.outputs.items()}
-    slots = t["slots"]
-    real = slots >= 0
-    out["q_out"][real] = qs[real]
-    out["k_cache"].view(-1, c.hk, c.d)[slots[real]] = ks[real]
-    out["v_cache"].view(-1, c.hk, c.d)[slots[real]] = vs[real]
-    return {key: x.view(torch.uint8).cpu() for key, x in out.items()}
+    return lambda x, s: (x / s).clamp(-top, top).to(out_dtype).view(torch.uint8)
 
 
 @cuda
@@ -105,7 +88,7 @@ def test_cuda_float8_tensors_against_vllm_unfused(name):
     ropekv.rope_quantize_append(**kw)
     got = {k: t[k].cpu() for k in p.outputs}
     as_uint8 = run_op(p, "cuda")
-    want = _vllm_unfused(p, out_dtype)
+    want = unfused(p, "cuda", _vllm_quant(out_dtype))  # vLLM's unfused ops
     for key in want:
         assert torch.equal(got[key], as_uint8[key]), key
         assert int(fp8_steps(got[key], want[key]).max()) <= 1, key
