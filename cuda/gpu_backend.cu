@@ -5,6 +5,17 @@
 //
 // Safe inside graph capture: no allocation, no synchronisation and no host
 // read of device data happen during a call.
+//
+// Per-device state (issue 16): every call reads the calling thread's current
+// device (current_device) and never changes it; the caller's stream must
+// belong to that device. Keyed by that device index:
+//  * sm_count: the multiprocessor count, one atomic slot per device;
+//  * resident_per_sm: blocks per multiprocessor per (kernel, block, device),
+//    shared under a mutex, plus each thread's last answer (same key); its
+//    miss also makes the dynamic shared-memory opt-in (cudaFuncSetAttribute
+//    applies to the current device), which per (kernel, device) only rises.
+// The tuning overrides are process-wide (measurements only). Tested by
+// tests/test_cuda_multidevice.cu.
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -30,10 +41,31 @@ int sm_count(int dev) {
   if (dev < 0 || dev >= kMaxDevices) return 132;
   int n = cache[dev].load(std::memory_order_relaxed);
   if (n == 0) {
-    if (multiprocessor_count(dev, &n) != kSuccess || n <= 0) n = 132;
+    if (multiprocessor_count(dev, &n) != kSuccess || n <= 0) {
+      (void)last_error();  // not left for the caller's next query
+      n = 132;
+    }
     cache[dev].store(n, std::memory_order_relaxed);
   }
   return n;
+}
+
+// The occupancy cache of resident_per_sm: one entry per (kernel, block,
+// device), in the order they were made; `shared` is the dynamic shared
+// memory `kernel` may use on `dev` when the entry was made.
+struct ResidentEntry {
+  const void* kernel;
+  unsigned block;
+  int dev, blocks;
+  std::size_t shared;
+};
+struct ResidentCache {
+  std::mutex mu;
+  std::vector<ResidentEntry> entries;
+};
+ResidentCache& resident_cache() {
+  static ResidentCache c;
+  return c;
 }
 
 // Blocks of `block` threads of `kernel` (each with `smem` bytes of dynamic
@@ -42,31 +74,34 @@ int sm_count(int dev) {
 // and cached; 0 if the kernel cannot run so. Host-side calls only (no
 // device work, nothing on a stream), so it is safe during graph capture.
 int resident_per_sm(const void* kernel, unsigned block, std::size_t smem, int dev) {
-  struct Entry {
-    const void* kernel;
-    unsigned block;
-    int dev, blocks;
-  };
   // The calling thread's last answer first (an engine repeats its launches),
   // then the shared cache.
-  thread_local Entry last = {nullptr, 0, -1, 0};
+  thread_local ResidentEntry last = {nullptr, 0, -1, 0, 0};
   if (last.kernel == kernel && last.block == block && last.dev == dev) return last.blocks;
-  static std::mutex mu;
-  static std::vector<Entry> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  for (const Entry& e : cache)
-    if (e.kernel == kernel && e.block == block && e.dev == dev) {
+  ResidentCache& c = resident_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  // The opt-in is an attribute of (kernel, device), set for the device in
+  // use: only ever raised, so that a smaller block's opt-in never takes
+  // away what a cached larger block's launch needs.
+  std::size_t shared = kDefaultShared;
+  for (const ResidentEntry& e : c.entries) {
+    if (e.kernel != kernel || e.dev != dev) continue;
+    if (e.block == block) {
       last = e;
       return e.blocks;
     }
+    if (e.shared > shared) shared = e.shared;
+  }
   int n = 0;
-  if ((smem > kDefaultShared && allow_shared(kernel, smem) != kSuccess) ||
-      resident_blocks(kernel, int(block), smem, &n) != kSuccess || n < 0) {
+  if (smem > shared) {
+    if (allow_shared(kernel, smem) == kSuccess) shared = smem;
+  }
+  if (smem > shared || resident_blocks(kernel, int(block), smem, &n) != kSuccess || n < 0) {
     (void)last_error();
     n = 0;
   }
-  cache.push_back(Entry{kernel, block, dev, n});
-  last = cache.back();
+  c.entries.push_back(ResidentEntry{kernel, block, dev, n, shared});
+  last = c.entries.back();
   return n;
 }
 
@@ -396,6 +431,21 @@ Tuning tuning() noexcept {
   t.decode = g_tune_decode.load(std::memory_order_relaxed);
   t.pdl_trigger = g_tune_trigger.load(std::memory_order_relaxed);
   return t;
+}
+
+ResidentCacheProbe probe_resident_cache(const void* kernel, unsigned block, int dev) noexcept {
+  ResidentCache& c = resident_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  ResidentCacheProbe probe;
+  probe.entries = int(c.entries.size());
+  for (std::size_t i = 0; i < c.entries.size(); ++i) {
+    const ResidentEntry& e = c.entries[i];
+    if (e.kernel == kernel && e.block == block && e.dev == dev) {
+      probe.position = int(i);
+      probe.shared = e.shared;
+    }
+  }
+  return probe;
 }
 
 Result prepare_launch(const LaunchParams& p, PreparedLaunch* out) noexcept {

@@ -51,6 +51,17 @@ struct Tuning {
 void set_tuning(const Tuning& t) noexcept;
 Tuning tuning() noexcept;
 
+// The launcher's occupancy cache (one entry per (kernel, block size,
+// device), in the order they were made), for tests: its size, and the
+// position of (kernel, block, dev) in it (-1 if absent) with the dynamic
+// shared memory the kernel was allowed on dev when that entry was made.
+struct ResidentCacheProbe {
+  int entries = 0;
+  int position = -1;
+  std::size_t shared = 0;
+};
+ResidentCacheProbe probe_resident_cache(const void* kernel, unsigned block, int dev) noexcept;
+
 }  // namespace gpu
 }  // namespace detail
 }  // namespace ropekv

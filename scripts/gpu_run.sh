@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, over a build made by scripts/gpu_build.sh:
-# the CUDA test suite, compute-sanitizer memcheck + racecheck, the SASS load
-# width check and the perf suite. Everything lands under OUTDIR.
+# the CUDA test suite, the multi-device tests (CudaMultiDevice, in a process
+# of their own: their first calls must be the process's first; they skip,
+# saying so, below two GPUs), compute-sanitizer memcheck (multi-device tests
+# included) + racecheck, the SASS load width check and the perf suite.
+# Everything lands under OUTDIR.
 # Usage: bash scripts/gpu_run.sh OUTDIR [perf-filter] [sanitize: 0|1]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,12 +16,21 @@ B=build/gpu/cuda  # scripts/gpu_build.sh assembles it
 export LD_LIBRARY_PATH="$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 rc=0
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv | tee "$out/gpu.txt"
+gpus=$(nvidia-smi -L | tee -a "$out/gpu.txt" | grep -c '^GPU')
+echo "GPUs: $gpus" | tee -a "$out/gpu.txt"
 echo "build: $(tr '\n' ' ' <"$B/BUILD_INFO" 2>/dev/null || echo unknown)" | tee -a "$out/gpu.txt"
 
 echo "== CUDA tests"
-timeout 300 "$B/tests/ropekv_tests_cuda" --gtest_brief=1 \
+timeout 300 "$B/tests/ropekv_tests_cuda" --gtest_brief=1 --gtest_filter='-CudaMultiDevice.*' \
   >"$out/tests.log" 2>&1 || rc=1
 grep -E '^\[ fp8 hw|oracle|PASSED|FAILED|SKIPPED|tests ran' "$out/tests.log" | tail -20
+
+echo "== CUDA multi-device tests ($gpus GPUs)"
+md=$(mktemp)
+timeout 300 "$B/tests/ropekv_tests_cuda" --gtest_filter='CudaMultiDevice.*' >"$md" 2>&1 || rc=1
+{ echo "== CudaMultiDevice (a process of its own)"; cat "$md"; } >>"$out/tests.log"
+grep -E -A1 ': (Skipped|Failure)$' "$md" | grep -v -e '^--$' -e ': Skipped$' | head -20  # why
+sed -n '/^\[==========\] .* ran\./,$p' "$md"  # the summary
 
 if [ "$sanitize" = 1 ]; then
   for tool in memcheck racecheck; do
@@ -27,8 +39,16 @@ if [ "$sanitize" = 1 ]; then
       --gtest_brief=1 --gtest_filter='Cuda/GridCase.Run/c00*:Cuda/GridCase.Run/c01*:CudaRuntime.*:CudaPdl.*:Cuda/Issue11.*:Cuda/PreparedCallSuite.*:-CudaRuntime.LargeBatchGridStride' \
       >"$out/sanitizer_$tool.log" 2>&1 || rc=1
     tail -3 "$out/sanitizer_$tool.log"
+    if [ "$tool" = memcheck ]; then  # the multi-device tests, in a process of their own
+      compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tests/ropekv_tests_cuda" \
+        --gtest_filter='CudaMultiDevice.*' >"$md" 2>&1 || rc=1
+      { echo "== CudaMultiDevice (a process of its own)"; cat "$md"; } >>"$out/sanitizer_$tool.log"
+      tail -3 "$md"
+    fi
   done
 fi
+
+rm -f "$md"
 
 echo "== SASS: 128-bit global loads in the vector kernels"
 sass=$(mktemp)  # kept out of OUTDIR: the device tool returns at most 8 files

@@ -13,11 +13,13 @@
 #include <random>
 #include <vector>
 
+#include "cuda_capture.hpp"
 #include "ropekv/ropekv.hpp"
 
 namespace {
 
 using namespace ropekv;
+using ropekv_test::CapturedCall;
 
 #define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
 
@@ -197,29 +199,6 @@ void expect_matches_host(const Problem& pb, bool device_scales, const char* what
   ASSERT_TRUE(r.ok()) << what << ": " << r.message;
   expect_identical(dp.download(nullptr), host_reference(pb), what);
 }
-
-// One call of the CUDA backend captured into a graph on its own stream.
-struct CapturedCall {
-  cudaStream_t stream = nullptr;
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  Result result;
-  cudaError_t error = cudaSuccess;  // the first failing capture step, if any
-  explicit CapturedCall(Arguments a) {
-    error = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-    if (error == cudaSuccess) error = cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal);
-    if (error != cudaSuccess) return;
-    a.stream = stream;
-    result = run(a, Backend::kCuda);
-    error = cudaStreamEndCapture(stream, &graph);
-    if (error == cudaSuccess) error = cudaGraphInstantiate(&exec, graph, 0);
-  }
-  ~CapturedCall() {
-    if (exec != nullptr) cudaGraphExecDestroy(exec);
-    if (graph != nullptr) cudaGraphDestroy(graph);
-    if (stream != nullptr) cudaStreamDestroy(stream);
-  }
-};
 
 TEST(CudaRuntime, GraphReplaySeesNewIndicesPositionsPaddingAndScales) {
   SKIP_WITHOUT_CUDA();

@@ -9,18 +9,15 @@
 // first; scripts/tsan.sh runs this under ThreadSanitizer.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "backend_memory.hpp"
 #include "ropekv/ropekv.hpp"
+#include "run_together.hpp"
 #include "test_calls.hpp"
 
 namespace {
@@ -92,28 +89,7 @@ TEST(HostConcurrency, ManyThreadsCallRunAtOnceFirstCallsIncluded) {
     jobs.back()->build();  // builds only: nothing of the library has run yet
   }
   // All threads start their first call together.
-  std::mutex mu;
-  std::condition_variable cv;
-  int ready = 0;
-  bool go = false;
-  std::vector<std::thread> threads;
-  for (int j = 0; j < kThreads; ++j)
-    threads.emplace_back([&, j] {
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        ++ready;
-        cv.notify_all();
-        cv.wait(lock, [&] { return go; });
-      }
-      jobs[std::size_t(j)]->run();
-    });
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return ready == kThreads; });
-    go = true;
-  }
-  cv.notify_all();
-  for (std::thread& t : threads) t.join();
+  ropekv_test::run_together(kThreads, [&](int j) { jobs[std::size_t(j)]->run(); });
 
   // The same calls, one at a time.
   for (int j = 0; j < kThreads; ++j) {

@@ -223,7 +223,10 @@ struct Arguments {
   Scale q_scale, k_scale, v_scale;
   CheckedMode checked;
 
-  void* stream = nullptr;  // cudaStream_t / hipStream_t; ignored by the host backend
+  // cudaStream_t / hipStream_t; ignored by the host backend. Device backends
+  // launch on the calling thread's current device, which they never change:
+  // the stream must belong to it.
+  void* stream = nullptr;
   // CUDA: launch with programmatic dependent launch (sm_90+), so the kernel's
   // launch and prologue overlap the previous kernel in the stream. The kernel
   // waits for the previous kernel's memory before it reads anything.
