@@ -23,6 +23,7 @@
 
 #include "backends/backend.hpp"
 #include "cuda/gpu_launch.hpp"
+#include "detail/dispatch.hpp"
 #include "detail/lower.hpp"
 
 namespace ropekv {
@@ -118,14 +119,10 @@ bool rows_aligned(const CacheTensor& c, std::int64_t bytes) {
                                c.stride[1] % bytes == 0 && c.stride[2] % bytes == 0);
 }
 
-bool is_fp8(DType d) {
-  return d == DType::kFloat8E4M3FN || d == DType::kFloat8E5M2 || d == DType::kFloat8E4M3FNUZ;
-}
-
 // The vector path's conditions (see kernels.cuh).
 bool vector_eligible(const LaunchParams& p) {
   if (p.in_dtype != DType::kBFloat16 && p.in_dtype != DType::kFloat16) return false;
-  if (!is_fp8(p.q_out_dtype) || p.cache_dtype != p.q_out_dtype) return false;
+  if (!dtype_info(p.q_out_dtype).quantized || p.cache_dtype != p.q_out_dtype) return false;
   if (p.rotary_dim % kItem != 0 || p.nope_dim % kItem != 0 || p.v_dim % kItem != 0) return false;
   if (p.rotary_dim / kItem > kVecBlock) return false;  // a team of S_r lanes fits in a block
   // Unit counts fit 32 bits.
@@ -253,25 +250,19 @@ const void* pick_shape(const LaunchParams& p) {
   return vec_kernel<F, In, Out, Cos, 0, 0, 0>(p);
 }
 
-template <VecFamily F, DType In>
-const void* pick_out(const LaunchParams& p) {
-  const bool cos_f32 = p.cos_dtype == DType::kFloat32;
-  switch (p.q_out_dtype) {
-    case DType::kFloat8E5M2:
-      return cos_f32 ? pick_shape<F, In, DType::kFloat8E5M2, DType::kFloat32>(p)
-                     : pick_shape<F, In, DType::kFloat8E5M2, In>(p);
-    case DType::kFloat8E4M3FNUZ:
-      return cos_f32 ? pick_shape<F, In, DType::kFloat8E4M3FNUZ, DType::kFloat32>(p)
-                     : pick_shape<F, In, DType::kFloat8E4M3FNUZ, In>(p);
-    default:
-      return cos_f32 ? pick_shape<F, In, DType::kFloat8E4M3FN, DType::kFloat32>(p)
-                     : pick_shape<F, In, DType::kFloat8E4M3FN, In>(p);
-  }
-}
+// The vector path's inputs (its 16-byte loads hold 8 elements of 2 bytes),
+// each ending with its fallback (dispatch.hpp).
+using VecInputs = DTypeList<DType::kFloat16, DType::kBFloat16>;
 template <VecFamily F>
 const void* pick_vec(const LaunchParams& p) {
-  return p.in_dtype == DType::kFloat16 ? pick_out<F, DType::kFloat16>(p)
-                                       : pick_out<F, DType::kBFloat16>(p);
+  return dispatch<VecInputs>(p.in_dtype, [&](auto in) {
+    constexpr DType kIn = decltype(in)::value;
+    return dispatch<Fp8DTypes>(p.q_out_dtype, [&](auto out) {
+      constexpr DType kOut = decltype(out)::value;
+      return p.cos_dtype == DType::kFloat32 ? pick_shape<F, kIn, kOut, DType::kFloat32>(p)
+                                            : pick_shape<F, kIn, kOut, kIn>(p);
+    });
+  });
 }
 
 // The decode kernel's view of p (see DecodeParams); host scales become
@@ -339,30 +330,21 @@ DecodeParams decode_params(const LaunchParams& p, const VecGeometry& g) {
 }
 
 // The generic kernel for p's dtypes: the output dtype fixed when the query
-// output and the cache share an FP8 dtype, else dispatched per element.
+// output and the cache share an FP8 dtype, else (kInvalid, the fallback)
+// dispatched per element; the cos/sin table fp32 or the input dtype
+// (validated).
 using GenericKernel = void (*)(const LaunchParams);
-template <DType In, bool kCosF32>
-GenericKernel pick_generic_out(const LaunchParams& p) {
-  const DType out = p.q_out_dtype == p.cache_dtype ? p.cache_dtype : DType::kInvalid;
-  switch (out) {
-    case DType::kFloat8E4M3FN: return &fused_generic_kernel<In, DType::kFloat8E4M3FN, kCosF32>;
-    case DType::kFloat8E5M2: return &fused_generic_kernel<In, DType::kFloat8E5M2, kCosF32>;
-    case DType::kFloat8E4M3FNUZ: return &fused_generic_kernel<In, DType::kFloat8E4M3FNUZ, kCosF32>;
-    default: return &fused_generic_kernel<In, DType::kInvalid, kCosF32>;
-  }
-}
-template <DType In>
-GenericKernel pick_generic_cos(const LaunchParams& p) {
-  // Validated: the cos/sin table is fp32 or the input dtype.
-  return p.cos_dtype == DType::kFloat32 ? pick_generic_out<In, true>(p)
-                                        : pick_generic_out<In, false>(p);
-}
+using GenericOutputs =
+    DTypeList<DType::kFloat8E4M3FN, DType::kFloat8E5M2, DType::kFloat8E4M3FNUZ, DType::kInvalid>;
 GenericKernel pick_generic(const LaunchParams& p) {
-  switch (p.in_dtype) {
-    case DType::kBFloat16: return pick_generic_cos<DType::kBFloat16>(p);
-    case DType::kFloat16: return pick_generic_cos<DType::kFloat16>(p);
-    default: return pick_generic_cos<DType::kFloat32>(p);
-  }
+  const DType out = p.q_out_dtype == p.cache_dtype ? p.cache_dtype : DType::kInvalid;
+  return dispatch<InputDTypes>(p.in_dtype, [&](auto in) {
+    return dispatch<GenericOutputs>(out, [&](auto o) -> GenericKernel {
+      constexpr DType kIn = decltype(in)::value, kOut = decltype(o)::value;
+      return p.cos_dtype == DType::kFloat32 ? &fused_generic_kernel<kIn, kOut, true>
+                                            : &fused_generic_kernel<kIn, kOut, false>;
+    });
+  });
 }
 
 unsigned grid_for(std::uint64_t work, unsigned block, int sms, unsigned per_sm) {

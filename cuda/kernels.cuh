@@ -806,31 +806,15 @@ __device__ __forceinline__ float scale_step(float v, ScaleDivisor scale) {
   return kIeee ? apply_scale(v, scale) : apply_scale_fast(v, scale);
 }
 
-// store_value (element_math.hpp) for an output dtype known at run time.
-template <bool kIeee>
-__device__ __forceinline__ void store_out(char* base, DType d, std::int64_t i, float v,
-                                          ScaleDivisor scale) {
-  switch (d) {
-    case DType::kFloat8E4M3FN:
-      reinterpret_cast<std::uint8_t*>(base)[i] =
-          encode_fp8<DType::kFloat8E4M3FN>(scale_step<kIeee>(v, scale));
-      break;
-    case DType::kFloat8E5M2:
-      reinterpret_cast<std::uint8_t*>(base)[i] =
-          encode_fp8<DType::kFloat8E5M2>(scale_step<kIeee>(v, scale));
-      break;
-    case DType::kFloat8E4M3FNUZ:
-      reinterpret_cast<std::uint8_t*>(base)[i] =
-          encode_fp8<DType::kFloat8E4M3FNUZ>(scale_step<kIeee>(v, scale));
-      break;
-    case DType::kBFloat16:
-      reinterpret_cast<std::uint16_t*>(base)[i] = store_value<DType::kBFloat16>(v, scale);
-      break;
-    case DType::kFloat16:
-      reinterpret_cast<std::uint16_t*>(base)[i] = store_value<DType::kFloat16>(v, scale);
-      break;
-    default: reinterpret_cast<float*>(base)[i] = store_value<DType::kFloat32>(v, scale); break;
-  }
+// The stored value of v in output dtype D (FP8: the scale step, then the
+// hardware or shared encoder).
+template <DType D, bool kIeee>
+__device__ __forceinline__ void store_in(char* base, std::int64_t i, float v, ScaleDivisor scale) {
+  using Storage = typename Format<D>::storage;
+  if constexpr (kQuantized<D>)
+    reinterpret_cast<Storage*>(base)[i] = encode_fp8<D>(scale_step<kIeee>(v, scale));
+  else
+    reinterpret_cast<Storage*>(base)[i] = store_value<D>(v, scale);
 }
 
 // The stored value of v in output dtype Out, or in `d` when Out is kInvalid
@@ -838,11 +822,18 @@ __device__ __forceinline__ void store_out(char* base, DType d, std::int64_t i, f
 template <DType Out, bool kIeee>
 __device__ __forceinline__ void store_as(char* base, DType d, std::int64_t i, float v,
                                          ScaleDivisor scale) {
-  if constexpr (Out == DType::kFloat8E4M3FN || Out == DType::kFloat8E5M2 ||
-                Out == DType::kFloat8E4M3FNUZ) {
-    reinterpret_cast<std::uint8_t*>(base)[i] = encode_fp8<Out>(scale_step<kIeee>(v, scale));
+  if constexpr (Out != DType::kInvalid) {
+    store_in<Out, kIeee>(base, i, v, scale);
   } else {
-    store_out<kIeee>(base, d, i, v, scale);
+    // Per element: a switch (one indexed jump), not dispatch's chain of tests.
+    switch (d) {
+      case DType::kFloat8E4M3FN: store_in<DType::kFloat8E4M3FN, kIeee>(base, i, v, scale); break;
+      case DType::kFloat8E5M2: store_in<DType::kFloat8E5M2, kIeee>(base, i, v, scale); break;
+      case DType::kFloat8E4M3FNUZ: store_in<DType::kFloat8E4M3FNUZ, kIeee>(base, i, v, scale); break;
+      case DType::kBFloat16: store_in<DType::kBFloat16, kIeee>(base, i, v, scale); break;
+      case DType::kFloat16: store_in<DType::kFloat16, kIeee>(base, i, v, scale); break;
+      default: store_in<DType::kFloat32, kIeee>(base, i, v, scale); break;
+    }
   }
 }
 

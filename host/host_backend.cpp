@@ -278,69 +278,56 @@ struct RowFns {
 template <class Isa>
 RowFns select_rows(const LaunchParams& p) {
   RowFns fns{};
-  dispatch_input(p.in_dtype, [&](auto in) {
+  dispatch<InputDTypes>(p.in_dtype, [&](auto in) {
     constexpr DType kIn = decltype(in)::value;
     auto pick_rope = [&](auto cos) {
       constexpr DType kCos = decltype(cos)::value;
-      dispatch_output(p.q_out_dtype, [&](auto out) {
+      dispatch<OutputDTypes>(p.q_out_dtype, [&](auto out) {
         fns.q_rope = &Isa::template rope<kIn, decltype(out)::value, kCos>;
       });
-      dispatch_output(p.cache_dtype, [&](auto out) {
+      dispatch<OutputDTypes>(p.cache_dtype, [&](auto out) {
         fns.k_rope = &Isa::template rope<kIn, decltype(out)::value, kCos>;
       });
     };
-    if (p.cos_dtype == DType::kFloat32)
-      pick_rope(DTypeTag<DType::kFloat32>{});
-    else
-      pick_rope(DTypeTag<kIn>{});
-    dispatch_output(p.q_out_dtype,
-                    [&](auto out) { fns.q_copy = &Isa::template copy<kIn, decltype(out)::value>; });
-    dispatch_output(p.cache_dtype, [&](auto out) {
+    dispatch<DTypeList<kIn, DType::kFloat32>>(p.cos_dtype, pick_rope);
+    dispatch<OutputDTypes>(p.q_out_dtype,
+                           [&](auto out) { fns.q_copy = &Isa::template copy<kIn, decltype(out)::value>; });
+    dispatch<OutputDTypes>(p.cache_dtype, [&](auto out) {
       fns.kv_copy = &Isa::template copy<kIn, decltype(out)::value>;
     });
   });
   return fns;
 }
 
+// The fast path's cases: FP8 query output and caches of one format, bf16 or
+// fp16 inputs, an fp32 cos/sin table, R of 64 or 128.
+using FastInputs = DTypeList<DType::kBFloat16, DType::kFloat16>;
+using FastRotaryDims = ValueList<int, 64, 128>;
+
 // The fast range function for `p`, or null when `p` is not a fast-path case.
 template <class Isa>
 RangeFn select_range(const LaunchParams& p) {
-  RangeFn fn = nullptr;
   if constexpr (Isa::kFastPath) {
-    const bool fp8_out =
-        p.q_out_dtype == p.cache_dtype &&
-        (p.cache_dtype == DType::kFloat8E4M3FN || p.cache_dtype == DType::kFloat8E5M2 ||
-         p.cache_dtype == DType::kFloat8E4M3FNUZ);
+    const bool fp8_out = p.q_out_dtype == p.cache_dtype && dtype_info(p.cache_dtype).quantized;
     const bool half_in = p.in_dtype == DType::kBFloat16 || p.in_dtype == DType::kFloat16;
     if (!fp8_out || !half_in || p.cos_dtype != DType::kFloat32 ||
         (p.rotary_dim != 64 && p.rotary_dim != 128))
       return nullptr;
-    auto pick = [&](auto in, auto out, auto r) {
-      constexpr DType kIn = decltype(in)::value, kOut = decltype(out)::value;
-      constexpr int kR = decltype(r)::value;
-      fn = p.style == RopeStyle::kNeox
-               ? &Isa::template tokens<kIn, kOut, RopeStyle::kNeox, kR>
-               : &Isa::template tokens<kIn, kOut, RopeStyle::kInterleaved, kR>;
-    };
-    auto with_out = [&](auto in, auto r) {
-      switch (p.cache_dtype) {
-        case DType::kFloat8E4M3FN: pick(in, DTypeTag<DType::kFloat8E4M3FN>{}, r); break;
-        case DType::kFloat8E5M2: pick(in, DTypeTag<DType::kFloat8E5M2>{}, r); break;
-        default: pick(in, DTypeTag<DType::kFloat8E4M3FNUZ>{}, r); break;
-      }
-    };
-    auto with_in = [&](auto r) {
-      if (p.in_dtype == DType::kBFloat16)
-        with_out(DTypeTag<DType::kBFloat16>{}, r);
-      else
-        with_out(DTypeTag<DType::kFloat16>{}, r);
-    };
-    if (p.rotary_dim == 64)
-      with_in(std::integral_constant<int, 64>{});
-    else
-      with_in(std::integral_constant<int, 128>{});
+    return dispatch<FastRotaryDims>(int(p.rotary_dim), [&](auto r) {
+      return dispatch<FastInputs>(p.in_dtype, [&](auto in) {
+        return dispatch<Fp8DTypes>(p.cache_dtype, [&](auto out) -> RangeFn {
+          constexpr DType kIn = decltype(in)::value, kOut = decltype(out)::value;
+          constexpr int kR = decltype(r)::value;
+          return p.style == RopeStyle::kNeox
+                     ? &Isa::template tokens<kIn, kOut, RopeStyle::kNeox, kR>
+                     : &Isa::template tokens<kIn, kOut, RopeStyle::kInterleaved, kR>;
+        });
+      });
+    });
+  } else {
+    (void)p;
+    return nullptr;
   }
-  return fn;
 }
 
 // What runs each token: a fast range function, else the row functions.

@@ -624,7 +624,7 @@ TEST_F(Validate, UnsupportedInputDtype) {
   Arguments a = Baseline();
   a.q_rope.dtype = DType::kFloat8E4M3FN;  // FP8 is an output format only
   ExpectRejected(a, Status::kErrorUnsupportedDType,
-                 {"q_rope.dtype", "bf16, fp16 or fp32", "got e4m3fn"});
+                 {"q_rope.dtype", "fp32, fp16 or bf16", "got e4m3fn"});
 }
 
 TEST_F(Validate, UnsetDtype) {

@@ -313,48 +313,47 @@ struct Format;
 template <>
 struct Format<DType::kFloat32> {
   using storage = float;
-  static constexpr bool kQuantized = false;
   static ROPEKV_HD float decode(storage v) { return v; }
   static ROPEKV_HD storage encode(float v) { return f32_from_bits(canonical_f32_bits(v)); }
 };
 template <>
 struct Format<DType::kBFloat16> {
   using storage = std::uint16_t;
-  static constexpr bool kQuantized = false;
   static ROPEKV_HD float decode(storage v) { return bf16_to_f32(v); }
   static ROPEKV_HD storage encode(float v) { return f32_to_bf16(v); }
 };
 template <>
 struct Format<DType::kFloat16> {
   using storage = std::uint16_t;
-  static constexpr bool kQuantized = false;
   static ROPEKV_HD float decode(storage v) { return f16_to_f32(v); }
   static ROPEKV_HD storage encode(float v) { return f32_to_f16(v); }
 };
 template <>
 struct Format<DType::kFloat8E4M3FN> {
   using storage = std::uint8_t;
-  static constexpr bool kQuantized = true;
   static ROPEKV_HD storage encode(float v) { return f32_to_e4m3fn(v); }
 };
 template <>
 struct Format<DType::kFloat8E5M2> {
   using storage = std::uint8_t;
-  static constexpr bool kQuantized = true;
   static ROPEKV_HD storage encode(float v) { return f32_to_e5m2(v); }
 };
 template <>
 struct Format<DType::kFloat8E4M3FNUZ> {
   using storage = std::uint8_t;
-  static constexpr bool kQuantized = true;
   static ROPEKV_HD storage encode(float v) { return f32_to_e4m3fnuz(v); }
 };
+
+// The table's quantized flag of D, as a constant device code may read
+// (nvcc evaluates a constexpr variable; it may not call dtype_info there).
+template <DType D>
+inline constexpr bool kQuantized = dtype_info(D).quantized;
 
 // The stored value of `v` in output format D with scale divisor `d`
 // (applied to quantized formats only).
 template <DType D>
 ROPEKV_HD typename Format<D>::storage store_value(float v, ScaleDivisor d) {
-  return Format<D>::kQuantized ? Format<D>::encode(apply_scale(v, d)) : Format<D>::encode(v);
+  return kQuantized<D> ? Format<D>::encode(apply_scale(v, d)) : Format<D>::encode(v);
 }
 
 }  // namespace detail

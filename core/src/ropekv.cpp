@@ -9,20 +9,15 @@
 
 namespace ropekv {
 
-const char* to_string(DType dtype) noexcept {
-  switch (dtype) {
-    case DType::kInvalid: return "invalid";
-    case DType::kFloat32: return "fp32";
-    case DType::kFloat16: return "fp16";
-    case DType::kBFloat16: return "bf16";
-    case DType::kFloat8E4M3FN: return "e4m3fn";
-    case DType::kFloat8E5M2: return "e5m2";
-    case DType::kFloat8E4M3FNUZ: return "e4m3fnuz";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-  }
-  return "unknown";
+namespace {
+// The table is in enum order (dtype_info indexes it by value).
+constexpr bool table_in_enum_order() {
+  for (std::size_t i = 0; i < kNumDTypes; ++i)
+    if (static_cast<std::size_t>(kDTypes[i].dtype) != i) return false;
+  return true;
 }
+static_assert(table_in_enum_order(), "kDTypes: one row per DType, in enum order");
+}  // namespace
 
 const char* to_string(Status status) noexcept {
   switch (status) {

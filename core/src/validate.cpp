@@ -28,16 +28,45 @@ Result make_result(Status status, const char* fmt, ...) noexcept {
 
 namespace {
 
-bool is_input_dtype(DType d) {
-  return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16;
+bool is_input_dtype(DType d) { return dtype_info(d).input; }
+bool is_output_dtype(DType d) { return dtype_info(d).output; }
+bool is_index_dtype(DType d) { return dtype_info(d).index; }
+bool is_fp8(DType d) { return dtype_info(d).quantized; }
+
+// "a, b or c": the names of the table's dtypes of one class, for messages.
+class DTypeNames {
+ public:
+  explicit DTypeNames(bool DTypeInfo::*member) {
+    std::size_t n = 0, k = 0;
+    for (const DTypeInfo& d : kDTypes) n += (d.*member) ? 1 : 0;
+    for (const DTypeInfo& d : kDTypes) {
+      if (!(d.*member)) continue;
+      if (k > 0) append(k + 1 == n ? " or " : ", ");
+      append(d.name);
+      ++k;
+    }
+  }
+  const char* c_str() const { return text_; }
+
+ private:
+  void append(const char* s) {
+    while (*s != '\0' && len_ + 1 < sizeof(text_)) text_[len_++] = *s++;
+    text_[len_] = '\0';
+  }
+  char text_[96] = {};
+  std::size_t len_ = 0;
+};
+const char* input_dtype_names() {
+  static const DTypeNames names(&DTypeInfo::input);
+  return names.c_str();
 }
-bool is_output_dtype(DType d) {
-  return is_input_dtype(d) || d == DType::kFloat8E4M3FN || d == DType::kFloat8E5M2 ||
-         d == DType::kFloat8E4M3FNUZ;
+const char* output_dtype_names() {
+  static const DTypeNames names(&DTypeInfo::output);
+  return names.c_str();
 }
-bool is_index_dtype(DType d) { return d == DType::kInt32 || d == DType::kInt64; }
-bool is_fp8(DType d) {
-  return d == DType::kFloat8E4M3FN || d == DType::kFloat8E5M2 || d == DType::kFloat8E4M3FNUZ;
+const char* index_dtype_names() {
+  static const DTypeNames names(&DTypeInfo::index);
+  return names.c_str();
 }
 
 // A named view under validation.
@@ -505,8 +534,8 @@ Result Validator::check_dtypes() const {
   const CacheIndex& ci = a.cache_index;
   const DType in = a.q_rope.dtype;
   if (!is_input_dtype(in))
-    return make_result(Status::kErrorUnsupportedDType,
-                       "q_rope.dtype must be bf16, fp16 or fp32, got %s", to_string(in));
+    return make_result(Status::kErrorUnsupportedDType, "q_rope.dtype must be %s, got %s",
+                       input_dtype_names(), to_string(in));
   const Named same_in[] = {{&a.k_rope, "k_rope"}, {&a.q_nope, "q_nope"}, {&a.k_nope, "k_nope"},
                            {&a.v, "v"}};
   for (const Named& n : same_in) {
@@ -517,19 +546,16 @@ Result Validator::check_dtypes() const {
   }
   const DType qo = a.q_rope_out.dtype;
   if (!is_output_dtype(qo))
-    return make_result(Status::kErrorUnsupportedDType,
-                       "q_rope_out.dtype must be e4m3fn, e5m2, e4m3fnuz, bf16, fp16 or fp32, got %s",
-                       to_string(qo));
+    return make_result(Status::kErrorUnsupportedDType, "q_rope_out.dtype must be %s, got %s",
+                       output_dtype_names(), to_string(qo));
   if (a.q_nope_out.present() && a.q_nope_out.dtype != qo)
     return make_result(Status::kErrorUnsupportedDType,
                        "q_nope_out.dtype must equal q_rope_out.dtype (%s), got %s", to_string(qo),
                        to_string(a.q_nope_out.dtype));
   const DType cd = a.k_cache_rope.dtype;
   if (!is_output_dtype(cd))
-    return make_result(
-        Status::kErrorUnsupportedDType,
-        "k_cache_rope.dtype must be e4m3fn, e5m2, e4m3fnuz, bf16, fp16 or fp32, got %s",
-        to_string(cd));
+    return make_result(Status::kErrorUnsupportedDType, "k_cache_rope.dtype must be %s, got %s",
+                       output_dtype_names(), to_string(cd));
   const Named same_cache[] = {{&a.k_cache_nope, "k_cache_nope"}, {&a.v_cache, "v_cache"}};
   for (const Named& n : same_cache) {
     if (n.view->present() && n.view->dtype != cd)
@@ -553,8 +579,8 @@ Result Validator::check_dtypes() const {
       {slots ? &none : &ci.kv_positions, "cache_index.kv_positions"}};
   for (const Named& n : index_views) {
     if (n.view->present() && !is_index_dtype(n.view->dtype))
-      return make_result(Status::kErrorUnsupportedDType, "%s.dtype must be int32 or int64, got %s",
-                         n.name, to_string(n.view->dtype));
+      return make_result(Status::kErrorUnsupportedDType, "%s.dtype must be %s, got %s", n.name,
+                         index_dtype_names(), to_string(n.view->dtype));
   }
   return Result{};
 }

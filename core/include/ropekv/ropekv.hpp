@@ -25,22 +25,41 @@ enum class DType : std::int32_t {
   kInt32,
   kInt64,
 };
-const char* to_string(DType dtype) noexcept;
-// Bytes per element, 0 for kInvalid (inline: validation asks it per view).
-constexpr std::size_t size_of(DType dtype) noexcept {
-  switch (dtype) {
-    case DType::kFloat32:
-    case DType::kInt32: return 4;
-    case DType::kFloat16:
-    case DType::kBFloat16: return 2;
-    case DType::kFloat8E4M3FN:
-    case DType::kFloat8E5M2:
-    case DType::kFloat8E4M3FNUZ: return 1;
-    case DType::kInt64: return 8;
-    case DType::kInvalid: return 0;
-  }
-  return 0;
+// What the library knows of each dtype: one row per DType, in enum order.
+// to_string, size_of and every dtype rule (validation and its messages, the
+// backends' dispatch lists) derive from this table.
+struct DTypeInfo {
+  DType dtype;
+  const char* name;   // as to_string and the messages write it
+  std::size_t bytes;  // per element
+  bool input;         // a q/k/v input dtype (and of a cos/sin table besides fp32)
+  bool output;        // a query output or cache dtype
+  bool quantized;     // an FP8 format: the scales apply to it
+  bool index;         // an index array or positions dtype
+};
+// clang-format off
+inline constexpr DTypeInfo kDTypes[] = {
+    // dtype                 name        bytes input  output quant  index
+    {DType::kInvalid,        "invalid",  0,    false, false, false, false},
+    {DType::kFloat32,        "fp32",     4,    true,  true,  false, false},
+    {DType::kFloat16,        "fp16",     2,    true,  true,  false, false},
+    {DType::kBFloat16,       "bf16",     2,    true,  true,  false, false},
+    {DType::kFloat8E4M3FN,   "e4m3fn",   1,    false, true,  true,  false},
+    {DType::kFloat8E5M2,     "e5m2",     1,    false, true,  true,  false},
+    {DType::kFloat8E4M3FNUZ, "e4m3fnuz", 1,    false, true,  true,  false},
+    {DType::kInt32,          "int32",    4,    false, false, false, true},
+    {DType::kInt64,          "int64",    8,    false, false, false, true},
+};
+// clang-format on
+inline constexpr std::size_t kNumDTypes = sizeof(kDTypes) / sizeof(kDTypes[0]);
+// The row of `dtype`; the kInvalid row for a value outside the enum.
+constexpr const DTypeInfo& dtype_info(DType dtype) noexcept {
+  const auto i = static_cast<std::size_t>(static_cast<std::uint32_t>(dtype));
+  return i < kNumDTypes ? kDTypes[i] : kDTypes[0];
 }
+constexpr const char* to_string(DType dtype) noexcept { return dtype_info(dtype).name; }
+// Bytes per element, 0 for kInvalid.
+constexpr std::size_t size_of(DType dtype) noexcept { return dtype_info(dtype).bytes; }
 
 // ---------------------------------------------------------------- status
 enum class Status : std::int32_t {
