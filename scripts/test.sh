@@ -8,6 +8,8 @@
 #   hip        host + HIP, when hipcc or clang++-15 exists
 #   hip-only   HIP without the host backend
 #   torch      host + the PyTorch op (python/): its pytest suite on Debian's CPU torch
+# Then ThreadSanitizer, fuzzing, the HIP resource check and clang-format
+# (scripts/format_check.sh), one summary line each.
 # Device tests skip, visibly, without a GPU (and without the host backend they
 # compare with); validation runs in every build. Every build runs even when an
 # earlier one failed; the exit status is nonzero when any of them failed.
@@ -96,6 +98,10 @@ fi
 bash scripts/tsan.sh && summary+=("tsan  PASSED   threaded host tests under ThreadSanitizer") || { summary+=("tsan  FAILED   scripts/tsan.sh"); status=1; }
 bash scripts/fuzz.sh && summary+=("fuzz  PASSED   $(cat build/fuzz/summary.txt 2>/dev/null)") || { summary+=("fuzz  FAILED   scripts/fuzz.sh (inputs in build/fuzz/findings)"); status=1; }
 bash scripts/hip_resources.sh --check && summary+=("hipres PASSED  HIP kernel resources: no scratch in the vector and decode kernels") || { summary+=("hipres FAILED  scripts/hip_resources.sh --check"); status=1; }
+# clang-format 14 over the C++/CUDA sources; its last line (the count) is the summary.
+if fmt=$(bash scripts/format_check.sh 2>&1); then fmt_status=PASSED; else fmt_status=FAILED; status=1; fi
+echo "$fmt"
+summary+=("format $fmt_status  $(tail -1 <<<"$fmt" | sed 's/^format_check: //')")
 echo
 echo "==================== ropekv test summary, $((SECONDS - total_start)) s (ctest logs in $logdir/)"
 for s in "${summary[@]}"; do echo "$s"; done
