@@ -55,11 +55,9 @@ sass=$(mktemp)  # kept out of OUTDIR: the device tool returns at most 8 files
 cuobjdump --dump-sass "$B/libropekv.a" >"$sass" 2>&1 || true
 echo "LDG.E.128: $(grep -c 'LDG.E.128' "$sass"), LDG.E.64: $(grep -c 'LDG.E.64' "$sass"), STG.E.64: $(grep -c 'STG.E.64' "$sass"), F2FP (cvt fp8): $(grep -c 'F2FP' "$sass")"
 
-if [ -x "$B/perf/ropekv_perf" ]; then
-  echo "== perf"
-  "$B/perf/ropekv_perf" --benchmark_filter="$filter" --benchmark_out="$out/perf.json" \
-    --benchmark_out_format=json >"$out/perf.txt" 2>"$out/perf.err" || rc=1
-  if [ -f perf/summary.py ]; then python3 perf/summary.py "$out/perf.json" | tee "$out/summary.txt"; else tail -60 "$out/perf.txt"; fi
-  tail -5 "$out/perf.err"
-fi
+echo "== perf"
+"$B/perf/ropekv_perf" --benchmark_filter="$filter" --benchmark_out="$out/perf.json" \
+  --benchmark_out_format=json >"$out/perf.txt" 2>"$out/perf.err" || rc=1
+python3 perf/summary.py "$out/perf.json" | tee "$out/summary.txt"
+tail -5 "$out/perf.err"
 exit $rc

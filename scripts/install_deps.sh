@@ -15,6 +15,7 @@ packages=(
   python3-matplotlib                                   # perf plots
   clang-14 libclang-rt-14-dev llvm-14                  # fuzzing (libFuzzer, sanitizers, symbolizer)
   python3-torch libtorch-dev python3-pytest            # the PyTorch op (python/), CPU torch 1.13
+  clang-format                                         # scripts/format_check.sh (clang-format 14)
 )
 
 missing=()

@@ -17,22 +17,7 @@ out=${1:-results}
 mkdir -p "$out"
 
 # ---- dependencies
-if [ -f scripts/install_deps.sh ]; then
-  bash scripts/install_deps.sh
-else
-  pkgs=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev
-        libtrilinos-kokkos-dev python3-matplotlib)
-  missing=()
-  for p in "${pkgs[@]}"; do
-    dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed$' || missing+=("$p")
-  done
-  if [ ${#missing[@]} -gt 0 ]; then
-    sudo_cmd=()
-    [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-    "${sudo_cmd[@]}" apt-get update
-    "${sudo_cmd[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
-  fi
-fi
+bash scripts/install_deps.sh
 
 # ---- configure + build
 cuda=OFF

@@ -3,11 +3,13 @@
 # combination of backends it can build here: configure + build its CMake
 # preset and run its tests.
 #   host       always (Kokkos host backend; validation, oracle, layouts, consumers)
-#   cuda       host + CUDA (and the perf suite), when nvcc is on PATH and cuda/ exists
+#   cuda       host + CUDA (and the perf suite), when nvcc is on PATH
 #   cuda-only  CUDA without the host backend (no perf suite)
-#   hip        host + HIP, when hipcc or clang++-15 exists and hip/ exists
+#   hip        host + HIP, when hipcc or clang++-15 exists
 #   hip-only   HIP without the host backend
 #   torch      host + the PyTorch op (python/): its pytest suite on Debian's CPU torch
+# Then ThreadSanitizer, fuzzing, the HIP resource check and clang-format
+# (scripts/format_check.sh), one summary line each.
 # Device tests skip, visibly, without a GPU (and without the host backend they
 # compare with); validation runs in every build. Every build runs even when an
 # earlier one failed; the exit status is nonzero when any of them failed.
@@ -63,10 +65,6 @@ run_preset() {
   fi
 }
 
-# The perf suite (perf/) may not exist yet in a checkout; build it only when it does.
-perf_args=()
-[ -f perf/CMakeLists.txt ] || perf_args=(-DROPEKV_BUILD_PERF=OFF)
-
 skip() { summary+=("$(printf '%-9s SKIPPED  %s' "$1" "$2")"); }
 total_start=$SECONDS
 
@@ -75,20 +73,14 @@ run_preset host
 if ! command -v nvcc >/dev/null 2>&1; then
   skip cuda "nvcc not on PATH"
   skip cuda-only "nvcc not on PATH"
-elif [ ! -f cuda/CMakeLists.txt ]; then
-  skip cuda "no cuda/CMakeLists.txt in this checkout"
-  skip cuda-only "no cuda/CMakeLists.txt in this checkout"
 else
-  run_preset cuda ${perf_args[@]+"${perf_args[@]}"}
+  run_preset cuda
   run_preset cuda-only
 fi
 
 if ! command -v hipcc >/dev/null 2>&1 && ! command -v clang++-15 >/dev/null 2>&1; then
   skip hip "neither hipcc nor clang++-15 found"
   skip hip-only "neither hipcc nor clang++-15 found"
-elif [ ! -f hip/CMakeLists.txt ]; then
-  skip hip "no hip/CMakeLists.txt in this checkout"
-  skip hip-only "no hip/CMakeLists.txt in this checkout"
 else
   run_preset hip
   run_preset hip-only
@@ -106,6 +98,10 @@ fi
 bash scripts/tsan.sh && summary+=("tsan  PASSED   threaded host tests under ThreadSanitizer") || { summary+=("tsan  FAILED   scripts/tsan.sh"); status=1; }
 bash scripts/fuzz.sh && summary+=("fuzz  PASSED   $(cat build/fuzz/summary.txt 2>/dev/null)") || { summary+=("fuzz  FAILED   scripts/fuzz.sh (inputs in build/fuzz/findings)"); status=1; }
 bash scripts/hip_resources.sh --check && summary+=("hipres PASSED  HIP kernel resources: no scratch in the vector and decode kernels") || { summary+=("hipres FAILED  scripts/hip_resources.sh --check"); status=1; }
+# clang-format 14 over the C++/CUDA sources; its last line (the count) is the summary.
+if fmt=$(bash scripts/format_check.sh 2>&1); then fmt_status=PASSED; else fmt_status=FAILED; status=1; fi
+echo "$fmt"
+summary+=("format $fmt_status  $(tail -1 <<<"$fmt" | sed 's/^format_check: //')")
 echo
 echo "==================== ropekv test summary, $((SECONDS - total_start)) s (ctest logs in $logdir/)"
 for s in "${summary[@]}"; do echo "$s"; done
