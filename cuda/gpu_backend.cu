@@ -121,8 +121,8 @@ bool rows_aligned(const CacheTensor& c, std::int64_t bytes) {
 
 // The vector path's conditions (see kernels.cuh).
 bool vector_eligible(const LaunchParams& p) {
-  if (p.in_dtype != DType::kBFloat16 && p.in_dtype != DType::kFloat16) return false;
-  if (!dtype_info(p.q_out_dtype).quantized || p.cache_dtype != p.q_out_dtype) return false;
+  if (p.in.dtype != DType::kBFloat16 && p.in.dtype != DType::kFloat16) return false;
+  if (!dtype_info(p.q_out.dtype).quantized || p.cache.dtype != p.q_out.dtype) return false;
   if (p.rotary_dim % kItem != 0 || p.nope_dim % kItem != 0 || p.v_dim % kItem != 0) return false;
   if (p.rotary_dim / kItem > kVecBlock) return false;  // a team of S_r lanes fits in a block
   // Unit counts fit 32 bits.
@@ -136,7 +136,7 @@ bool vector_eligible(const LaunchParams& p) {
     if (!rows_aligned(*t, 1, 8)) return false;
   for (const CacheTensor* c : {&p.k_cache_rope, &p.k_cache_nope, &p.v_cache})
     if (!rows_aligned(*c, 8)) return false;
-  return aligned(p.cos_sin, 16) && (p.cos_row_stride * p.cos_size) % 16 == 0;
+  return aligned(p.cos_sin, 16) && (p.cos_row_stride * p.cos.bytes) % 16 == 0;
 }
 
 // Teams. Decode-sized launches (two-round teams for every token would fill
@@ -204,9 +204,9 @@ VecGeometry geometry(const LaunchParams& p, int sms) {
 int decode_form(const LaunchParams& p) {
   if (p.checked || p.page_shift < 0) return kIndexAny;
   if (p.addressing == Addressing::kSlotMapping)
-    return p.slot_i64 && p.positions_i64 ? kIndexSlot64 : kIndexAny;
-  const bool all32 = !p.batch_i64 && !p.kv_positions_i64 && !p.kv_indptr_i64 &&
-                     !p.kv_indices_i64 && !p.positions_i64;
+    return p.slot_mapping.i64 && p.positions.i64 ? kIndexSlot64 : kIndexAny;
+  const bool all32 = !p.batch_indices.i64 && !p.kv_positions.i64 && !p.kv_indptr.i64 &&
+                     !p.kv_indices.i64 && !p.positions.i64;
   return all32 ? kIndexTable32 : kIndexAny;
 }
 
@@ -255,11 +255,11 @@ const void* pick_shape(const LaunchParams& p) {
 using VecInputs = DTypeList<DType::kFloat16, DType::kBFloat16>;
 template <VecFamily F>
 const void* pick_vec(const LaunchParams& p) {
-  return dispatch<VecInputs>(p.in_dtype, [&](auto in) {
+  return dispatch<VecInputs>(p.in.dtype, [&](auto in) {
     constexpr DType kIn = decltype(in)::value;
-    return dispatch<Fp8DTypes>(p.q_out_dtype, [&](auto out) {
+    return dispatch<Fp8DTypes>(p.q_out.dtype, [&](auto out) {
       constexpr DType kOut = decltype(out)::value;
-      return p.cos_dtype == DType::kFloat32 ? pick_shape<F, kIn, kOut, DType::kFloat32>(p)
+      return p.cos.dtype == DType::kFloat32 ? pick_shape<F, kIn, kOut, DType::kFloat32>(p)
                                             : pick_shape<F, kIn, kOut, kIn>(p);
     });
   });
@@ -278,12 +278,6 @@ DecodeParams decode_params(const LaunchParams& p, const VecGeometry& g) {
   d.addressing = p.addressing;
   d.page_shift = p.page_shift;
   d.page_size = p.page_size;
-  d.slot_i64 = p.slot_i64;
-  d.batch_i64 = p.batch_i64;
-  d.kv_positions_i64 = p.kv_positions_i64;
-  d.positions_i64 = p.positions_i64;
-  d.kv_indptr_i64 = p.kv_indptr_i64;
-  d.kv_indices_i64 = p.kv_indices_i64;
   d.checked = p.checked;
   d.early_indices = p.pdl && p.early_indices;
   d.batch_size = p.batch_size;
@@ -292,18 +286,15 @@ DecodeParams decode_params(const LaunchParams& p, const VecGeometry& g) {
   d.max_pos = p.max_pos;
   d.skipped_tokens = p.skipped_tokens;
   d.cos_sin = p.cos_sin;
-  d.cos_row_bytes = p.cos_row_stride * p.cos_size;
+  d.cos_row_bytes = p.cos_row_stride * p.cos.bytes;
   d.style = p.style;
   d.num_q_heads = std::uint32_t(p.num_q_heads);
-  d.div[0] = make_divisor(p.q_scale, p.q_scale_convention);
-  d.div[1] = make_divisor(p.k_scale, p.k_scale_convention);
-  d.div[2] = make_divisor(p.v_scale, p.v_scale_convention);
-  d.convention[0] = p.q_scale_convention;
-  d.convention[1] = p.k_scale_convention;
-  d.convention[2] = p.v_scale_convention;
-  d.scale_ptr[0] = p.q_scale_ptr;
-  d.scale_ptr[1] = p.k_scale_ptr;
-  d.scale_ptr[2] = p.v_scale_ptr;
+  const ScaleParam* scales[3] = {&p.q_scale, &p.k_scale, &p.v_scale};  // by scale_index
+  for (int i = 0; i < 3; ++i) {
+    d.div[i] = scales[i]->divisor_of(scales[i]->value);
+    d.scale_ptr[i] = scales[i]->device;
+    d.convention[i] = scales[i]->convention;
+  }
   d.g = g;
   auto rows = [&d](std::uint32_t part, const HeadTensor& in, char* out, std::int64_t s0,
                    std::int64_t s1, std::int64_t s2) {
@@ -337,11 +328,11 @@ using GenericKernel = void (*)(const LaunchParams);
 using GenericOutputs =
     DTypeList<DType::kFloat8E4M3FN, DType::kFloat8E5M2, DType::kFloat8E4M3FNUZ, DType::kInvalid>;
 GenericKernel pick_generic(const LaunchParams& p) {
-  const DType out = p.q_out_dtype == p.cache_dtype ? p.cache_dtype : DType::kInvalid;
-  return dispatch<InputDTypes>(p.in_dtype, [&](auto in) {
+  const DType out = p.q_out.dtype == p.cache.dtype ? p.cache.dtype : DType::kInvalid;
+  return dispatch<InputDTypes>(p.in.dtype, [&](auto in) {
     return dispatch<GenericOutputs>(out, [&](auto o) -> GenericKernel {
       constexpr DType kIn = decltype(in)::value, kOut = decltype(o)::value;
-      return p.cos_dtype == DType::kFloat32 ? &fused_generic_kernel<kIn, kOut, true>
+      return p.cos.dtype == DType::kFloat32 ? &fused_generic_kernel<kIn, kOut, true>
                                             : &fused_generic_kernel<kIn, kOut, false>;
     });
   });

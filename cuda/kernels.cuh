@@ -181,21 +181,6 @@ struct ShapeOf {
   }
 };
 
-// The three scale divisors of a launch (FP8 outputs; each scale with its
-// convention, see make_divisor), made once per thread: a device scale is
-// read after the dependency wait. Lowering leaves a pointer null where its
-// scale is not read.
-struct Divisors {
-  ScaleDivisor q, k, v;
-};
-__device__ __forceinline__ Divisors load_divisors(const LaunchParams& p) {
-  Divisors d;
-  d.q = make_divisor(p.q_scale_ptr != nullptr ? *p.q_scale_ptr : p.q_scale, p.q_scale_convention);
-  d.k = make_divisor(p.k_scale_ptr != nullptr ? *p.k_scale_ptr : p.k_scale, p.k_scale_convention);
-  d.v = make_divisor(p.v_scale_ptr != nullptr ? *p.v_scale_ptr : p.v_scale, p.v_scale_convention);
-  return d;
-}
-
 // One 16-element unit of a planned token: where it writes, how, and its
 // input vectors (both loaded before either is used). Every row part (rotary,
 // non-rotary, value) of length L is cut the same way: unit `sub` holds
@@ -278,13 +263,10 @@ __device__ __forceinline__ HeadTensor input_of(const LaunchParams& p, std::uint3
   }
 }
 
-// The 16-byte vectors of a head's input row part (the unit's two input
-// vectors are at sub and part_half / 8 + sub).
-__device__ __forceinline__ const uint4* row_vectors(const char* data, std::int64_t token_stride,
-                                                    std::int64_t head_stride, std::int64_t t,
-                                                    std::uint32_t head) {
-  return reinterpret_cast<const uint4*>(data +
-                                        (t * token_stride + std::int64_t(head) * head_stride) * 2);
+// The 16-byte vectors of an input row part of 2-byte elements at `row` (the
+// unit's two input vectors are at sub and part_half / 8 + sub).
+__device__ __forceinline__ const uint4* row_vectors(const char* row) {
+  return reinterpret_cast<const uint4*>(row);
 }
 
 // Resolves unit u of planned token t: fills its destination, unit and part
@@ -297,18 +279,18 @@ __device__ __forceinline__ const uint4* vec_resolve(const LaunchParams& p, const
   it.sub = r.sub;
   it.part = r.part;
   const std::int64_t h = r.head;
+  // FP8 outputs: 1-byte elements.
   if (r.part == kRotQ)
-    it.dst = p.q_rope_out.data + t * p.q_rope_out.token_stride + h * p.q_rope_out.head_stride;
+    it.dst = p.q_rope_out.row(t, h, 1);
   else if (r.part == kNopeQ)
-    it.dst = p.q_nope_out.data + t * p.q_nope_out.token_stride + h * p.q_nope_out.head_stride;
+    it.dst = p.q_nope_out.row(t, h, 1);
   else if (r.part == kRotK)
-    it.dst = p.k_cache_rope.data + cache_offset(plan.page, plan.entry, h, p.k_cache_rope.stride);
+    it.dst = p.k_cache_rope.row(plan.page, plan.entry, h, 1);
   else if (r.part == kNopeK)
-    it.dst = p.k_cache_nope.data + cache_offset(plan.page, plan.entry, h, p.k_cache_nope.stride);
+    it.dst = p.k_cache_nope.row(plan.page, plan.entry, h, 1);
   else
-    it.dst = p.v_cache.data + cache_offset(plan.page, plan.entry, h, p.v_cache.stride);
-  const HeadTensor src = input_of(p, r.part);
-  return row_vectors(src.data, src.token_stride, src.head_stride, t, r.head);
+    it.dst = p.v_cache.row(plan.page, plan.entry, h, 1);
+  return row_vectors(input_of(p, r.part).row(t, h, 2));
 }
 
 // Resolves unit u of planned token t and issues its two input loads.
@@ -438,7 +420,7 @@ __global__ void __launch_bounds__(kVecBlock, kVecMinBlocks)
       float cv[8], sv[8];
       if (lane < g.rot_units)
         load_unit_cos<Cos>(p.style, S::rot_half(g),
-                           p.cos_sin + plan.pos * p.cos_row_stride * p.cos_size, rot_sub, cv, sv);
+                           p.cos_sin + plan.pos * p.cos_row_stride * p.cos.bytes, rot_sub, cv, sv);
       for (std::uint32_t u = lane; u < g.units; u += 2 * g.team) {
         const std::uint32_t u2 = u + g.team;
         VecUnit x0, x1;
@@ -549,7 +531,7 @@ __global__ void __launch_bounds__(kVecBlock, kStagedMinBlocks)
       async_copy16(w + 3 * B, src + part_half<kR, kN, kDv>(g, x1.part) / 8 + x1.sub);
     }
     const uint2 d0 = split_ptr(x0.dst), d1 = split_ptr(x1.dst);
-    const uint2 cs = split_ptr(p.cos_sin + plan.pos * p.cos_row_stride * p.cos_size);
+    const uint2 cs = split_ptr(p.cos_sin + plan.pos * p.cos_row_stride * p.cos.bytes);
     w[4 * B] = make_uint4(d0.x, d0.y, d1.x, d1.y);
     w[5 * B] = make_uint4(cs.x, cs.y, x0.sub | (x0.part << 24), x1.sub | (x1.part << 24));
     u += 2 * g.team;
@@ -619,17 +601,10 @@ __global__ void __launch_bounds__(kVecBlock, kStagedMinBlocks)
 // index-resolution members carry LaunchParams' names (load_token_indices,
 // finish_plan).
 struct DecodeParams {
-  const void* slot_mapping = nullptr;
-  const void* batch_indices = nullptr;
-  const void* kv_positions = nullptr;
-  const void* positions = nullptr;
-  const void* kv_indptr = nullptr;
-  const void* kv_indices = nullptr;
+  IndexArray slot_mapping, batch_indices, kv_positions, positions, kv_indptr, kv_indices;
   Addressing addressing = Addressing::kSlotMapping;
   int page_shift = -1;
   std::int64_t page_size = 0;
-  bool slot_i64 = false, batch_i64 = false, kv_positions_i64 = false, positions_i64 = false;
-  bool kv_indptr_i64 = false, kv_indices_i64 = false;
   bool checked = false;
   bool early_indices = false;
   std::int64_t batch_size = 0, num_kv_indices = 0, num_pages = 0, max_pos = 0;
@@ -662,22 +637,20 @@ struct DecodeParams {
 // power-of-two page size.
 enum : int { kIndexAny = 0, kIndexSlot64 = 1, kIndexTable32 = 2 };
 
-// The members load_token_indices and finish_plan read, for a fixed form.
+// The members load_token_indices and finish_plan read, for a fixed form:
+// index arrays of fixed widths, no checks.
 template <int kForm>
 struct FixedIndex {
   static constexpr Addressing addressing =
       kForm == kIndexSlot64 ? Addressing::kSlotMapping : Addressing::kPageTable;
-  static constexpr bool slot_i64 = true, positions_i64 = kForm == kIndexSlot64;
-  static constexpr bool batch_i64 = false, kv_positions_i64 = false;
-  static constexpr bool kv_indptr_i64 = false, kv_indices_i64 = false;
   static constexpr bool checked = false;
   static constexpr std::int64_t batch_size = 0, num_kv_indices = 0, num_pages = 0, max_pos = 0;
-  const void* slot_mapping;
-  const void* batch_indices;
-  const void* kv_positions;
-  const void* positions;
-  const void* kv_indptr;
-  const void* kv_indices;
+  FixedIndexArray<true> slot_mapping;
+  FixedIndexArray<false> batch_indices;
+  FixedIndexArray<false> kv_positions;
+  FixedIndexArray<kForm == kIndexSlot64> positions;
+  FixedIndexArray<false> kv_indptr;
+  FixedIndexArray<false> kv_indices;
   int page_shift;
   std::int64_t page_size;
 };
@@ -692,8 +665,9 @@ __device__ __forceinline__ PageEntry page_of(const FixedIndex<kForm>& p, std::in
 }
 template <int kForm>
 __device__ __forceinline__ FixedIndex<kForm> fixed_index(const DecodeParams& p) {
-  return FixedIndex<kForm>{p.slot_mapping, p.batch_indices, p.kv_positions, p.positions,
-                           p.kv_indptr,    p.kv_indices,    p.page_shift,   p.page_size};
+  return FixedIndex<kForm>{{p.slot_mapping.data}, {p.batch_indices.data}, {p.kv_positions.data},
+                           {p.positions.data},    {p.kv_indptr.data},     {p.kv_indices.data},
+                           p.page_shift,          p.page_size};
 }
 
 // Token t's index entries and, once loaded, its plan, in form kForm.
@@ -727,8 +701,9 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
   //    input address and scale, which do not depend on them.
   const TokenIndices ix = decode_indices<kForm>(p, t);
   const UnitRef r = unit_ref<kR, kN, kDv>(p.g, p.num_q_heads, u);
-  const uint4* x = row_vectors(param_at(p.src, r.part), param_at(p.src_token, r.part),
-                               param_at(p.src_head, r.part), t, r.head);
+  const uint4* x = row_vectors(
+      param_at(p.src, r.part) +
+      head_offset(t, r.head, param_at(p.src_token, r.part), param_at(p.src_head, r.part)) * 2);
   const std::uint32_t half = part_half<kR, kN, kDv>(p.g, r.part);
   uint4 va = {}, vb = {};
   const std::uint32_t which = scale_index(r.part);
@@ -873,7 +848,7 @@ __device__ __forceinline__ void generic_tokens(const LaunchParams& p, const Divi
   const int lane = int(threadIdx.x) % kGroup;
   const int group = int(threadIdx.x) / kGroup;
   const int groups = int(blockDim.x) / kGroup;
-  const std::int64_t in_es = p.in_size, qo_es = p.q_out_size, c_es = p.cache_size;
+  const std::int64_t in_es = p.in.bytes, qo_es = p.q_out.bytes, c_es = p.cache.bytes;
   const std::int64_t rows = p.num_q_heads + p.num_kv_heads * (p.v_dim > 0 ? 2 : 1);
   for (std::int64_t t = blockIdx.x; t < p.nnz; t += gridDim.x) {
     const TokenPlan plan = plan_token(p, t);
@@ -882,34 +857,24 @@ __device__ __forceinline__ void generic_tokens(const LaunchParams& p, const Divi
         atomicAdd(p.skipped_tokens, 1ull);
       continue;
     }
-    const char* cs = p.cos_sin + plan.pos * p.cos_row_stride * p.cos_size;
+    const char* cs = p.cos_sin + plan.pos * p.cos_row_stride * p.cos.bytes;
     for (std::int64_t r = group; r < rows; r += groups) {
       if (r < p.num_q_heads) {
         const std::int64_t h = r;
         generic_row<In, Out, kCosF32, kIeee>(
-            p, p.q_rope.data + (t * p.q_rope.token_stride + h * p.q_rope.head_stride) * in_es,
-            p.q_rope_out.data +
-                (t * p.q_rope_out.token_stride + h * p.q_rope_out.head_stride) * qo_es,
-            p.q_nope.data + (t * p.q_nope.token_stride + h * p.q_nope.head_stride) * in_es,
-            p.q_nope_out.data +
-                (t * p.q_nope_out.token_stride + h * p.q_nope_out.head_stride) * qo_es,
-            p.nope_dim, p.q_out_dtype, cs, d.q, lane);
+            p, p.q_rope.row(t, h, in_es), p.q_rope_out.row(t, h, qo_es), p.q_nope.row(t, h, in_es),
+            p.q_nope_out.row(t, h, qo_es), p.nope_dim, p.q_out.dtype, cs, d.q, lane);
       } else if (r < p.num_q_heads + p.num_kv_heads) {
         const std::int64_t h = r - p.num_q_heads;
         generic_row<In, Out, kCosF32, kIeee>(
-            p, p.k_rope.data + (t * p.k_rope.token_stride + h * p.k_rope.head_stride) * in_es,
-            p.k_cache_rope.data +
-                cache_offset(plan.page, plan.entry, h, p.k_cache_rope.stride) * c_es,
-            p.k_nope.data + (t * p.k_nope.token_stride + h * p.k_nope.head_stride) * in_es,
-            p.k_cache_nope.data +
-                cache_offset(plan.page, plan.entry, h, p.k_cache_nope.stride) * c_es,
-            p.nope_dim, p.cache_dtype, cs, d.k, lane);
+            p, p.k_rope.row(t, h, in_es), p.k_cache_rope.row(plan.page, plan.entry, h, c_es),
+            p.k_nope.row(t, h, in_es), p.k_cache_nope.row(plan.page, plan.entry, h, c_es),
+            p.nope_dim, p.cache.dtype, cs, d.k, lane);
       } else {
         const std::int64_t h = r - p.num_q_heads - p.num_kv_heads;
-        generic_row<In, Out, kCosF32, kIeee>(
-            p, nullptr, nullptr, p.v.data + (t * p.v.token_stride + h * p.v.head_stride) * in_es,
-            p.v_cache.data + cache_offset(plan.page, plan.entry, h, p.v_cache.stride) * c_es,
-            p.v_dim, p.cache_dtype, cs, d.v, lane);
+        generic_row<In, Out, kCosF32, kIeee>(p, nullptr, nullptr, p.v.row(t, h, in_es),
+                                             p.v_cache.row(plan.page, plan.entry, h, c_es),
+                                             p.v_dim, p.cache.dtype, cs, d.v, lane);
       }
     }
   }

@@ -131,10 +131,6 @@ ROPEKV_HOST_INLINE void copy_row(const void* xv, void* yv, std::int64_t n, Scale
 // alike, fp32 cos/sin table, a rotary dim known at compile time (64 or 128),
 // one RoPE style. The cos/sin row is loaded once for all heads of the token,
 // and every row loop has a constant trip count.
-struct Divisors {
-  ScaleDivisor q, k, v;
-};
-
 // Token t with its plan and the plan of token t + 1 (`next`, not written
 // when t is the last token), both resolved once by fast_range. Tokens that
 // checked mode skips are counted by the caller (see host_launch).
@@ -152,14 +148,10 @@ ROPEKV_HOST_INLINE void fast_token(const LaunchParams& p, const Divisors& d, std
     const std::int64_t kbytes = R * std::int64_t(sizeof(O)),
                        vbytes = p.v_dim * std::int64_t(sizeof(O));
     for (std::int64_t h = 0; h < p.num_kv_heads; ++h) {
-      const char* kr = reinterpret_cast<const char*>(
-          reinterpret_cast<O*>(p.k_cache_rope.data) +
-          cache_offset(next.page, next.entry, h, p.k_cache_rope.stride));
+      const char* kr = p.k_cache_rope.row(next.page, next.entry, h, sizeof(O));
       for (std::int64_t o = 0; o < kbytes; o += 64) __builtin_prefetch(kr + o, 1);
       if (vbytes > 0) {
-        const char* vr =
-            reinterpret_cast<const char*>(reinterpret_cast<O*>(p.v_cache.data) +
-                                          cache_offset(next.page, next.entry, h, p.v_cache.stride));
+        const char* vr = p.v_cache.row(next.page, next.entry, h, sizeof(O));
         for (std::int64_t o = 0; o < vbytes; o += 64) __builtin_prefetch(vr + o, 1);
       }
     }
@@ -171,40 +163,27 @@ ROPEKV_HOST_INLINE void fast_token(const LaunchParams& p, const Divisors& d, std
   const std::int64_t n = p.nope_dim;
   // Each head's rotary then non-rotary part: the order of a [rope | nope]
   // head in memory, which the hardware prefetchers follow.
-  const I* q_rope = reinterpret_cast<const I*>(p.q_rope.data) + t * p.q_rope.token_stride;
-  O* q_rope_out = reinterpret_cast<O*>(p.q_rope_out.data) + t * p.q_rope_out.token_stride;
-  const I* q_nope = reinterpret_cast<const I*>(p.q_nope.data) + t * p.q_nope.token_stride;
-  O* q_nope_out = reinterpret_cast<O*>(p.q_nope_out.data) + t * p.q_nope_out.token_stride;
+  constexpr std::int64_t kIn = sizeof(I), kOut = sizeof(O);
   for (std::int64_t h = 0; h < p.num_q_heads; ++h) {
-    rope_row<In, Out, DType::kFloat32, R>(q_rope + h * p.q_rope.head_stride,
-                                          q_rope_out + h * p.q_rope_out.head_stride, cs, R, Style,
-                                          d.q);
-    if (n > 0)
-      copy_row<In, Out>(q_nope + h * p.q_nope.head_stride,
-                        q_nope_out + h * p.q_nope_out.head_stride, n, d.q);
+    rope_row<In, Out, DType::kFloat32, R>(p.q_rope.row(t, h, kIn), p.q_rope_out.row(t, h, kOut),
+                                          cs, R, Style, d.q);
+    if (n > 0) copy_row<In, Out>(p.q_nope.row(t, h, kIn), p.q_nope_out.row(t, h, kOut), n, d.q);
   }
-  const I* k_rope = reinterpret_cast<const I*>(p.k_rope.data) + t * p.k_rope.token_stride;
-  O* k_cache = reinterpret_cast<O*>(p.k_cache_rope.data);
-  const I* k_nope = reinterpret_cast<const I*>(p.k_nope.data) + t * p.k_nope.token_stride;
-  O* k_cache_nope = reinterpret_cast<O*>(p.k_cache_nope.data);
   for (std::int64_t h = 0; h < p.num_kv_heads; ++h) {
-    rope_row<In, Out, DType::kFloat32, R>(
-        k_rope + h * p.k_rope.head_stride,
-        k_cache + cache_offset(plan.page, plan.entry, h, p.k_cache_rope.stride), cs, R, Style, d.k);
+    rope_row<In, Out, DType::kFloat32, R>(p.k_rope.row(t, h, kIn),
+                                          p.k_cache_rope.row(plan.page, plan.entry, h, kOut), cs,
+                                          R, Style, d.k);
     if (n > 0)
-      copy_row<In, Out>(
-          k_nope + h * p.k_nope.head_stride,
-          k_cache_nope + cache_offset(plan.page, plan.entry, h, p.k_cache_nope.stride), n, d.k);
+      copy_row<In, Out>(p.k_nope.row(t, h, kIn), p.k_cache_nope.row(plan.page, plan.entry, h, kOut),
+                        n, d.k);
   }
   if (p.v_dim > 0) {
-    const I* v = reinterpret_cast<const I*>(p.v.data) + t * p.v.token_stride;
-    O* v_cache = reinterpret_cast<O*>(p.v_cache.data);
     for (std::int64_t h = 0; h < p.num_kv_heads; ++h) {
-      O* out = v_cache + cache_offset(plan.page, plan.entry, h, p.v_cache.stride);
+      char* out = p.v_cache.row(plan.page, plan.entry, h, kOut);
       if (p.v_dim == R)
-        copy_row<In, Out, R>(v + h * p.v.head_stride, out, R, d.v);
+        copy_row<In, Out, R>(p.v.row(t, h, kIn), out, R, d.v);
       else
-        copy_row<In, Out>(v + h * p.v.head_stride, out, p.v_dim, d.v);
+        copy_row<In, Out>(p.v.row(t, h, kIn), out, p.v_dim, d.v);
     }
   }
 }
@@ -278,21 +257,21 @@ struct RowFns {
 template <class Isa>
 RowFns select_rows(const LaunchParams& p) {
   RowFns fns{};
-  dispatch<InputDTypes>(p.in_dtype, [&](auto in) {
+  dispatch<InputDTypes>(p.in.dtype, [&](auto in) {
     constexpr DType kIn = decltype(in)::value;
     auto pick_rope = [&](auto cos) {
       constexpr DType kCos = decltype(cos)::value;
-      dispatch<OutputDTypes>(p.q_out_dtype, [&](auto out) {
+      dispatch<OutputDTypes>(p.q_out.dtype, [&](auto out) {
         fns.q_rope = &Isa::template rope<kIn, decltype(out)::value, kCos>;
       });
-      dispatch<OutputDTypes>(p.cache_dtype, [&](auto out) {
+      dispatch<OutputDTypes>(p.cache.dtype, [&](auto out) {
         fns.k_rope = &Isa::template rope<kIn, decltype(out)::value, kCos>;
       });
     };
-    dispatch<DTypeList<kIn, DType::kFloat32>>(p.cos_dtype, pick_rope);
-    dispatch<OutputDTypes>(p.q_out_dtype,
+    dispatch<DTypeList<kIn, DType::kFloat32>>(p.cos.dtype, pick_rope);
+    dispatch<OutputDTypes>(p.q_out.dtype,
                            [&](auto out) { fns.q_copy = &Isa::template copy<kIn, decltype(out)::value>; });
-    dispatch<OutputDTypes>(p.cache_dtype, [&](auto out) {
+    dispatch<OutputDTypes>(p.cache.dtype, [&](auto out) {
       fns.kv_copy = &Isa::template copy<kIn, decltype(out)::value>;
     });
   });
@@ -308,14 +287,14 @@ using FastRotaryDims = ValueList<int, 64, 128>;
 template <class Isa>
 RangeFn select_range(const LaunchParams& p) {
   if constexpr (Isa::kFastPath) {
-    const bool fp8_out = p.q_out_dtype == p.cache_dtype && dtype_info(p.cache_dtype).quantized;
-    const bool half_in = p.in_dtype == DType::kBFloat16 || p.in_dtype == DType::kFloat16;
-    if (!fp8_out || !half_in || p.cos_dtype != DType::kFloat32 ||
+    const bool fp8_out = p.q_out.dtype == p.cache.dtype && dtype_info(p.cache.dtype).quantized;
+    const bool half_in = p.in.dtype == DType::kBFloat16 || p.in.dtype == DType::kFloat16;
+    if (!fp8_out || !half_in || p.cos.dtype != DType::kFloat32 ||
         (p.rotary_dim != 64 && p.rotary_dim != 128))
       return nullptr;
     return dispatch<FastRotaryDims>(int(p.rotary_dim), [&](auto r) {
-      return dispatch<FastInputs>(p.in_dtype, [&](auto in) {
-        return dispatch<Fp8DTypes>(p.cache_dtype, [&](auto out) -> RangeFn {
+      return dispatch<FastInputs>(p.in.dtype, [&](auto in) {
+        return dispatch<Fp8DTypes>(p.cache.dtype, [&](auto out) -> RangeFn {
           constexpr DType kIn = decltype(in)::value, kOut = decltype(out)::value;
           constexpr int kR = decltype(r)::value;
           return p.style == RopeStyle::kNeox
@@ -367,48 +346,27 @@ Kernel select_kernel_for_cpu(const LaunchParams& p) {
   return select_kernel<IsaBase>(p);
 }
 
-char* elem(char* base, std::int64_t elem_size, std::int64_t offset) {
-  return base + offset * elem_size;
-}
-const char* elem(const char* base, std::int64_t elem_size, std::int64_t offset) {
-  return base + offset * elem_size;
-}
-
 // Runs one token: every q head, every k head, every v head. Returns whether
 // checked mode skipped it.
-bool run_token(const LaunchParams& p, const RowFns& fns, ScaleDivisor qs, ScaleDivisor ks,
-               ScaleDivisor vs, std::int64_t t) {
+bool run_token(const LaunchParams& p, const RowFns& fns, const Divisors& d, std::int64_t t) {
   const TokenPlan plan = plan_token(p, t);
   if (!plan.write) return plan.bad;
-  const char* cs = elem(p.cos_sin, p.cos_size, plan.pos * p.cos_row_stride);
-  const std::int64_t in = p.in_size;
+  const char* cs = p.cos_sin + plan.pos * p.cos_row_stride * p.cos.bytes;
+  const std::int64_t in = p.in.bytes, qo = p.q_out.bytes, cd = p.cache.bytes;
   for (std::int64_t h = 0; h < p.num_q_heads; ++h) {
-    fns.q_rope(elem(p.q_rope.data, in, t * p.q_rope.token_stride + h * p.q_rope.head_stride),
-               elem(p.q_rope_out.data, p.q_out_size,
-                    t * p.q_rope_out.token_stride + h * p.q_rope_out.head_stride),
-               cs, p.rotary_dim, p.style, qs);
+    fns.q_rope(p.q_rope.row(t, h, in), p.q_rope_out.row(t, h, qo), cs, p.rotary_dim, p.style,
+               d.q);
     if (p.nope_dim > 0)
-      fns.q_copy(elem(p.q_nope.data, in, t * p.q_nope.token_stride + h * p.q_nope.head_stride),
-                 elem(p.q_nope_out.data, p.q_out_size,
-                      t * p.q_nope_out.token_stride + h * p.q_nope_out.head_stride),
-                 p.nope_dim, qs);
+      fns.q_copy(p.q_nope.row(t, h, in), p.q_nope_out.row(t, h, qo), p.nope_dim, d.q);
   }
-  const std::int64_t cd = p.cache_size;
   for (std::int64_t h = 0; h < p.num_kv_heads; ++h) {
-    fns.k_rope(elem(p.k_rope.data, in, t * p.k_rope.token_stride + h * p.k_rope.head_stride),
-               elem(p.k_cache_rope.data, cd,
-                    cache_offset(plan.page, plan.entry, h, p.k_cache_rope.stride)),
-               cs, p.rotary_dim, p.style, ks);
+    fns.k_rope(p.k_rope.row(t, h, in), p.k_cache_rope.row(plan.page, plan.entry, h, cd), cs,
+               p.rotary_dim, p.style, d.k);
     if (p.nope_dim > 0)
-      fns.kv_copy(elem(p.k_nope.data, in, t * p.k_nope.token_stride + h * p.k_nope.head_stride),
-                  elem(p.k_cache_nope.data, cd,
-                       cache_offset(plan.page, plan.entry, h, p.k_cache_nope.stride)),
-                  p.nope_dim, ks);
+      fns.kv_copy(p.k_nope.row(t, h, in), p.k_cache_nope.row(plan.page, plan.entry, h, cd),
+                  p.nope_dim, d.k);
     if (p.v_dim > 0)
-      fns.kv_copy(
-          elem(p.v.data, in, t * p.v.token_stride + h * p.v.head_stride),
-          elem(p.v_cache.data, cd, cache_offset(plan.page, plan.entry, h, p.v_cache.stride)),
-          p.v_dim, vs);
+      fns.kv_copy(p.v.row(t, h, in), p.v_cache.row(plan.page, plan.entry, h, cd), p.v_dim, d.v);
   }
   return false;
 }
@@ -464,11 +422,11 @@ int own_threads() {
 constexpr double kMinBytesForThreads = 2.0 * 1024 * 1024;
 
 double model_bytes(const LaunchParams& p) {
-  const double in = double(p.in_size), q_out = double(p.q_out_size), kv = double(p.cache_size);
+  const double in = double(p.in.bytes), q_out = double(p.q_out.bytes), kv = double(p.cache.bytes);
   const double d = double(p.rotary_dim + p.nope_dim);
   const double per_token = double(p.num_q_heads) * d * (in + q_out) +
                            double(p.num_kv_heads) * (d + double(p.v_dim)) * (in + kv) +
-                           double(p.rotary_dim) * double(p.cos_size);
+                           double(p.rotary_dim) * double(p.cos.bytes);
   return per_token * double(p.nnz);
 }
 
@@ -477,7 +435,7 @@ std::int64_t run_range(const LaunchParams& p, const Kernel& kernel, const Diviso
                        std::int64_t t0, std::int64_t t1) {
   if (kernel.range != nullptr) return kernel.range(p, d, t0, t1);
   std::int64_t bad = 0;
-  for (std::int64_t t = t0; t < t1; ++t) bad += run_token(p, kernel.rows, d.q, d.k, d.v, t) ? 1 : 0;
+  for (std::int64_t t = t0; t < t1; ++t) bad += run_token(p, kernel.rows, d, t) ? 1 : 0;
   return bad;
 }
 
@@ -485,10 +443,7 @@ Result host_launch(const LaunchParams& p) noexcept {
   try {
     ensure_kokkos();
     const Kernel kernel = select_kernel_for_cpu(p);
-    Divisors d;
-    d.q = make_divisor(p.q_scale_ptr ? *p.q_scale_ptr : p.q_scale, p.q_scale_convention);
-    d.k = make_divisor(p.k_scale_ptr ? *p.k_scale_ptr : p.k_scale, p.k_scale_convention);
-    d.v = make_divisor(p.v_scale_ptr ? *p.v_scale_ptr : p.v_scale, p.v_scale_convention);
+    const Divisors d = load_divisors(p);
     // Skipped tokens: each chunk counts its own and adds them once; the
     // caller's counter is updated by this thread after every chunk is done
     // (exact for any thread count, and written only when tokens were skipped).

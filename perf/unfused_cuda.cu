@@ -33,7 +33,7 @@ __global__ void rope_kernel(const LaunchParams p, std::uint16_t* q_rot, std::uin
 // Pass 2: block t quantizes every element of every q head of token t.
 __global__ void quantize_kernel(const LaunchParams p, const std::uint16_t* q_rot) {
   const std::int64_t t = blockIdx.x;
-  const ScaleDivisor qs = divisor(p.q_scale_ptr, p.q_scale, p.q_scale_convention);
+  const ScaleDivisor qs = p.q_scale.divisor();
   const int d = int(p.rotary_dim + p.nope_dim);
   const int n = int(p.num_q_heads) * d;
   for (int e = threadIdx.x; e < n; e += blockDim.x) {
@@ -47,8 +47,8 @@ __global__ void cache_kernel(const LaunchParams p, const std::uint16_t* k_rot) {
   const std::int64_t t = blockIdx.x;
   const TokenPlan plan = ropekv::detail::plan_token(p, t);
   if (!plan.write) return;
-  const ScaleDivisor ks = divisor(p.k_scale_ptr, p.k_scale, p.k_scale_convention);
-  const ScaleDivisor vs = divisor(p.v_scale_ptr, p.v_scale, p.v_scale_convention);
+  const ScaleDivisor ks = p.k_scale.divisor();
+  const ScaleDivisor vs = p.v_scale.divisor();
   const int row = int(p.rotary_dim + p.nope_dim + p.v_dim);
   const int n = int(p.num_kv_heads) * row;
   for (int e = threadIdx.x; e < n; e += blockDim.x) {

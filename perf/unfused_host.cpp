@@ -65,7 +65,7 @@ UNFUSED_INLINE void run_pass(const LaunchParams& p, int pass, std::uint16_t* q_r
   const std::int64_t r = p.rotary_dim, n = p.nope_dim, hq = p.num_q_heads, hk = p.num_kv_heads;
   if (pass == 1) {  // RoPE (bf16 in, bf16 out)
     for (std::int64_t t = t0; t < t1; ++t) {
-      const std::int64_t pos = ropekv::detail::read_index(p.positions, p.positions_i64, t);
+      const std::int64_t pos = p.positions[t];
       const float* cs = reinterpret_cast<const float*>(p.cos_sin) + pos * p.cos_row_stride;
       for (std::int64_t h = 0; h < hq; ++h)
         rope_row(p, in_row(p.q_rope, t, h), q_rot + (t * hq + h) * r, cs);
@@ -73,7 +73,7 @@ UNFUSED_INLINE void run_pass(const LaunchParams& p, int pass, std::uint16_t* q_r
         rope_row(p, in_row(p.k_rope, t, h), k_rot + (t * hk + h) * r, cs);
     }
   } else if (pass == 2) {  // quantize q
-    const ScaleDivisor qs = divisor(p.q_scale_ptr, p.q_scale, p.q_scale_convention);
+    const ScaleDivisor qs = p.q_scale.divisor();
     for (std::int64_t t = t0; t < t1; ++t) {
       for (std::int64_t h = 0; h < hq; ++h) {
         quantize_row(q_rot + (t * hq + h) * r, out_row(p.q_rope_out, t, h), r, qs);
@@ -81,8 +81,8 @@ UNFUSED_INLINE void run_pass(const LaunchParams& p, int pass, std::uint16_t* q_r
       }
     }
   } else {  // reshape_and_cache: k and v into the paged cache
-    const ScaleDivisor ks = divisor(p.k_scale_ptr, p.k_scale, p.k_scale_convention);
-    const ScaleDivisor vs = divisor(p.v_scale_ptr, p.v_scale, p.v_scale_convention);
+    const ScaleDivisor ks = p.k_scale.divisor();
+    const ScaleDivisor vs = p.v_scale.divisor();
     for (std::int64_t t = t0; t < t1; ++t) {
       const TokenPlan plan = ropekv::detail::plan_token(p, t);
       if (!plan.write) continue;

@@ -19,29 +19,23 @@ using Bf16 = ropekv::detail::Format<ropekv::DType::kBFloat16>;
 using Fp8 = ropekv::detail::Format<ropekv::DType::kFloat8E4M3FN>;
 
 ROPEKV_HD bool supported(const LaunchParams& p) {
-  return p.in_dtype == ropekv::DType::kBFloat16 && p.cos_dtype == ropekv::DType::kFloat32 &&
-         p.q_out_dtype == ropekv::DType::kFloat8E4M3FN &&
-         p.cache_dtype == ropekv::DType::kFloat8E4M3FN;
+  return p.in.dtype == ropekv::DType::kBFloat16 && p.cos.dtype == ropekv::DType::kFloat32 &&
+         p.q_out.dtype == ropekv::DType::kFloat8E4M3FN &&
+         p.cache.dtype == ropekv::DType::kFloat8E4M3FN;
 }
 
-ROPEKV_HD ScaleDivisor divisor(const float* device_scale, float host_scale,
-                               ropekv::ScaleConvention convention) {
-  return ropekv::detail::make_divisor(device_scale != nullptr ? *device_scale : host_scale,
-                                      convention);
-}
-
+// Rows of the supported case: bf16 inputs, e4m3fn outputs.
 ROPEKV_HD const std::uint16_t* in_row(const ropekv::detail::HeadTensor& v, std::int64_t t,
                                       std::int64_t h) {
-  return reinterpret_cast<const std::uint16_t*>(v.data) + t * v.token_stride + h * v.head_stride;
+  return reinterpret_cast<const std::uint16_t*>(v.row(t, h, 2));
 }
 ROPEKV_HD std::uint8_t* out_row(const ropekv::detail::HeadTensor& v, std::int64_t t,
                                 std::int64_t h) {
-  return reinterpret_cast<std::uint8_t*>(v.data) + t * v.token_stride + h * v.head_stride;
+  return reinterpret_cast<std::uint8_t*>(v.row(t, h, 1));
 }
 ROPEKV_HD std::uint8_t* cache_row(const ropekv::detail::CacheTensor& c, const TokenPlan& plan,
                                   std::int64_t h) {
-  return reinterpret_cast<std::uint8_t*>(c.data) +
-         ropekv::detail::cache_offset(plan.page, plan.entry, h, c.stride);
+  return reinterpret_cast<std::uint8_t*>(c.row(plan.page, plan.entry, h, 1));
 }
 
 // ---- pass 1: RoPE in bf16 into the scratch buffers.
@@ -49,7 +43,7 @@ ROPEKV_HD std::uint8_t* cache_row(const ropekv::detail::CacheTensor& c, const To
 ROPEKV_HD void rope_pair(const LaunchParams& p, std::int64_t t, std::int64_t h, std::int64_t pair,
                          std::uint16_t* q_rot, std::uint16_t* k_rot) {
   const std::int64_t r = p.rotary_dim, half = r / 2;
-  const std::int64_t pos = ropekv::detail::read_index(p.positions, p.positions_i64, t);
+  const std::int64_t pos = p.positions[t];
   const float* cs = reinterpret_cast<const float*>(p.cos_sin) + pos * p.cos_row_stride;
   const bool is_q = h < p.num_q_heads;
   const std::int64_t hh = is_q ? h : h - p.num_q_heads;

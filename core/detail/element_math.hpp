@@ -1,6 +1,6 @@
 // The one definition of ropekv's element math, shared by every backend
-// (host/Kokkos, CUDA, HIP): number conversions, the RoPE pair rotation, the
-// quantization step and cache addressing. Everything here is host+device and
+// (host/Kokkos, CUDA, HIP): number conversions, the RoPE pair rotation and
+// the quantization step (addressing is in params.hpp). Everything here is host+device and
 // branch-free where it runs per element, so compilers vectorise it on the host.
 //
 // Bit-identity across backends rests on three rules:
@@ -26,7 +26,6 @@
 
 #if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
 #define ROPEKV_HD __host__ __device__ __forceinline__
-#define ROPEKV_DEVICE_COMPILE 1
 #else
 #define ROPEKV_HD inline
 #endif
@@ -273,30 +272,6 @@ ROPEKV_HD float apply_scale(float v, ScaleDivisor d) {
 #else
   return d.keep_q0 == 0u ? v * d.recip : v / d.divisor;
 #endif
-}
-
-// ------------------------------------------------------------- cache addressing
-// Element offset of (page, entry, head) in a cache view with strides
-// (page, slot-in-page, head); 64-bit throughout.
-ROPEKV_HD std::int64_t cache_offset(std::int64_t page, std::int64_t entry, std::int64_t head,
-                                    const std::int64_t* strides) {
-  return page * strides[0] + entry * strides[1] + head * strides[2];
-}
-
-// Slot mapping -> (page, entry).
-struct PageEntry {
-  std::int64_t page, entry;
-};
-ROPEKV_HD PageEntry split_slot(std::int64_t slot, std::int64_t page_size) {
-  PageEntry pe;
-  pe.page = slot / page_size;
-  pe.entry = slot % page_size;
-  return pe;
-}
-
-ROPEKV_HD std::int64_t read_index(const void* base, bool is_int64, std::int64_t i) {
-  return is_int64 ? static_cast<const std::int64_t*>(base)[i]
-                  : std::int64_t(static_cast<const std::int32_t*>(base)[i]);
 }
 
 }  // namespace detail

@@ -1,5 +1,7 @@
-// The plain launch-parameters struct that validation lowers `Arguments` to,
-// and the per-token index resolution every backend shares.
+// The launch parameters that validation lowers `Arguments` to, and all of
+// the addressing every backend shares: index arrays, row and cache entry
+// addresses, the per-token index resolution. (The element math is in
+// element_math.hpp.)
 //
 // Everything a backend needs is here, already checked: extents, element
 // strides (int64), dtypes, raw pointers. Backends never look at `Arguments`.
@@ -13,17 +15,86 @@
 namespace ropekv {
 namespace detail {
 
+// ------------------------------------------------------------- index arrays
+// An index array (slots, page table, positions) of int32 or int64 elements.
+struct IndexArray {
+  const void* data = nullptr;
+  bool i64 = false;
+  ROPEKV_HD std::int64_t operator[](std::int64_t i) const {
+    return i64 ? static_cast<const std::int64_t*>(data)[i]
+               : std::int64_t(static_cast<const std::int32_t*>(data)[i]);
+  }
+};
+// The same with its width fixed at compile time (the decode kernel's forms).
+template <bool kI64>
+struct FixedIndexArray {
+  const void* data;
+  ROPEKV_HD std::int64_t operator[](std::int64_t i) const {
+    if constexpr (kI64) {
+      return static_cast<const std::int64_t*>(data)[i];
+    } else {
+      return std::int64_t(static_cast<const std::int32_t*>(data)[i]);
+    }
+  }
+};
+
+// ------------------------------------------------------------- tensors
+// The element offset of (page, entry, head) in a cache view with strides
+// (page, entry in page, head): the one cache addressing formula, 64-bit.
+ROPEKV_HD std::int64_t cache_offset(std::int64_t page, std::int64_t entry, std::int64_t head,
+                                    const std::int64_t* strides) {
+  return page * strides[0] + entry * strides[1] + head * strides[2];
+}
+
+// The element offset of row (token t, head h) in a [nnz, H, dim] view with
+// strides (token, head): the one row addressing formula.
+ROPEKV_HD std::int64_t head_offset(std::int64_t t, std::int64_t h, std::int64_t token_stride,
+                                   std::int64_t head_stride) {
+  return t * token_stride + h * head_stride;
+}
+
 // A [nnz, H, dim] view with a contiguous last dim.
 struct HeadTensor {
   char* data = nullptr;                            // null when dim == 0
   std::int64_t token_stride = 0, head_stride = 0;  // elements
+  // Row (token t, head h), of elements of `es` bytes.
+  ROPEKV_HD char* row(std::int64_t t, std::int64_t h, std::int64_t es) const {
+    return data + head_offset(t, h, token_stride, head_stride) * es;
+  }
 };
 // A [P, ps, H, dim] cache view with a contiguous last dim.
 struct CacheTensor {
   char* data = nullptr;
-  std::int64_t stride[3] = {0, 0, 0};  // page, slot-in-page, head (elements)
+  std::int64_t stride[3] = {0, 0, 0};  // page, entry in page, head (elements)
+  // The row of (page, entry, head), of elements of `es` bytes.
+  ROPEKV_HD char* row(std::int64_t page, std::int64_t entry, std::int64_t head,
+                      std::int64_t es) const {
+    return data + cache_offset(page, entry, head, stride) * es;
+  }
 };
 
+// An element type: its dtype and, for device code (which cannot ask
+// size_of), its bytes.
+struct ElementType {
+  DType dtype = DType::kInvalid;
+  std::int64_t bytes = 0;
+};
+
+// A per-tensor scale where it lives: a host value or a device pointer (which
+// wins; null where the scale is not read), and its convention.
+struct ScaleParam {
+  float value = 1.f;
+  const float* device = nullptr;
+  ScaleConvention convention = ScaleConvention::kDivide;
+  // The quantization step of scale value s in this convention.
+  ROPEKV_HD ScaleDivisor divisor_of(float s) const { return make_divisor(s, convention); }
+  // Of the scale itself (device code: after the dependency wait).
+  ROPEKV_HD ScaleDivisor divisor() const {
+    return divisor_of(device != nullptr ? *device : value);
+  }
+};
+
+// ------------------------------------------------------------- launch parameters
 struct LaunchParams {
   std::int64_t nnz = 0;
   std::int64_t num_q_heads = 0, num_kv_heads = 0;
@@ -33,12 +104,10 @@ struct LaunchParams {
 
   AttentionKind kind = AttentionKind::kGqa;
   RopeStyle style = RopeStyle::kNeox;
-  DType in_dtype = DType::kInvalid;     // q, k, v inputs
-  DType q_out_dtype = DType::kInvalid;  // q_rope_out, q_nope_out
-  DType cache_dtype = DType::kInvalid;  // k and v caches
-  DType cos_dtype = DType::kInvalid;
-  // Bytes per element of the four dtypes above (device code has no size_of).
-  std::int64_t in_size = 0, q_out_size = 0, cache_size = 0, cos_size = 0;
+  ElementType in;     // q, k, v inputs
+  ElementType q_out;  // q_rope_out, q_nope_out
+  ElementType cache;  // k and v caches
+  ElementType cos;    // the cos/sin table
 
   HeadTensor q_rope, q_nope, k_rope, k_nope, v;
   HeadTensor q_rope_out, q_nope_out;
@@ -47,29 +116,15 @@ struct LaunchParams {
   const char* cos_sin = nullptr;
   std::int64_t cos_row_stride = 0;  // elements
 
-  const void* positions = nullptr;
-  bool positions_i64 = false;
-
+  IndexArray positions;
   Addressing addressing = Addressing::kSlotMapping;
-  const void* slot_mapping = nullptr;
-  bool slot_i64 = false;
-  const void* kv_indices = nullptr;
-  const void* kv_indptr = nullptr;
-  const void* batch_indices = nullptr;
-  const void* kv_positions = nullptr;
-  bool kv_indices_i64 = false, kv_indptr_i64 = false, batch_i64 = false, kv_positions_i64 = false;
+  IndexArray slot_mapping;                                     // kSlotMapping
+  IndexArray kv_indices, kv_indptr, batch_indices, kv_positions;  // kPageTable
   std::int64_t batch_size = 0, num_kv_indices = 0;
 
-  // Scales (FP8 outputs only; make_divisor): a device pointer wins over the
-  // value. Pointers are null where a scale is not read (non-FP8 output,
-  // absent tensor).
-  float q_scale = 1.f, k_scale = 1.f, v_scale = 1.f;
-  const float* q_scale_ptr = nullptr;
-  const float* k_scale_ptr = nullptr;
-  const float* v_scale_ptr = nullptr;
-  ScaleConvention q_scale_convention = ScaleConvention::kDivide;
-  ScaleConvention k_scale_convention = ScaleConvention::kDivide;
-  ScaleConvention v_scale_convention = ScaleConvention::kDivide;
+  // FP8 outputs only: a scale's device pointer is null where it is not read
+  // (non-FP8 output, absent tensor).
+  ScaleParam q_scale, k_scale, v_scale;
 
   bool checked = false;
   unsigned long long* skipped_tokens = nullptr;
@@ -81,6 +136,19 @@ struct LaunchParams {
   bool early_indices = false;
 };
 
+// The three scale divisors of a launch (q, k, v).
+struct Divisors {
+  ScaleDivisor q, k, v;
+};
+ROPEKV_HD Divisors load_divisors(const LaunchParams& p) {
+  Divisors d;
+  d.q = p.q_scale.divisor();
+  d.k = p.k_scale.divisor();
+  d.v = p.v_scale.divisor();
+  return d;
+}
+
+// ------------------------------------------------------------- tokens
 // What a backend does with token t.
 struct TokenPlan {
   bool write = false;    // false: padding or (checked mode) a bad index
@@ -103,26 +171,31 @@ template <class P>
 ROPEKV_HD TokenIndices load_token_indices(const P& p, std::int64_t t) {
   TokenIndices ix;
   if (p.addressing == Addressing::kSlotMapping) {
-    ix.key = read_index(p.slot_mapping, p.slot_i64, t);
+    ix.key = p.slot_mapping[t];
   } else {
-    ix.key = read_index(p.batch_indices, p.batch_i64, t);
-    ix.kv_pos = read_index(p.kv_positions, p.kv_positions_i64, t);
+    ix.key = p.batch_indices[t];
+    ix.kv_pos = p.kv_positions[t];
   }
-  ix.pos = read_index(p.positions, p.positions_i64, t);
+  ix.pos = p.positions[t];
   return ix;
 }
 
-// (page, entry) of a position within the sequence / a slot: shift and mask
-// when the page size is a power of two (page_shift >= 0), else divide.
+// (page, entry) of a slot, or of a position within a sequence.
+struct PageEntry {
+  std::int64_t page, entry;
+};
+// Shift and mask when the page size is a power of two (page_shift >= 0), else divide.
 template <class P>
 ROPEKV_HD PageEntry page_of(const P& p, std::int64_t slot) {
+  PageEntry pe;
   if (p.page_shift >= 0) {
-    PageEntry pe;
     pe.page = slot >> p.page_shift;
     pe.entry = slot & (p.page_size - 1);
-    return pe;
+  } else {
+    pe.page = slot / p.page_size;
+    pe.entry = slot % p.page_size;
   }
-  return split_slot(slot, p.page_size);
+  return pe;
 }
 
 // Checked mode's rule for a RoPE position: a row of the cos/sin table.
@@ -150,13 +223,13 @@ ROPEKV_HD TokenPlan finish_plan(const P& p, const TokenIndices& ix) {
     if (p.checked) ok = b < p.batch_size && ix.kv_pos >= 0;
     if (ok) {
       const PageEntry pe = page_of(p, ix.kv_pos);  // (page within the sequence, entry)
-      const std::int64_t begin = read_index(p.kv_indptr, p.kv_indptr_i64, b);
+      const std::int64_t begin = p.kv_indptr[b];
       if (p.checked) {
-        const std::int64_t end = read_index(p.kv_indptr, p.kv_indptr_i64, b + 1);
+        const std::int64_t end = p.kv_indptr[b + 1];
         ok = begin >= 0 && pe.page < p.num_kv_indices - begin && begin + pe.page < end;
       }
       if (ok) {
-        plan.page = read_index(p.kv_indices, p.kv_indices_i64, begin + pe.page);
+        plan.page = p.kv_indices[begin + pe.page];
         plan.entry = pe.entry;
       }
     }

@@ -704,8 +704,6 @@ void Validator::build(LaunchParams* out) const {
   const Arguments& a = a_;
   const CacheIndex& ci = a.cache_index;
   const bool mla = a.kind == AttentionKind::kMla;
-  const DType in = a.q_rope.dtype, qo = a.q_rope_out.dtype, cd = a.k_cache_rope.dtype,
-              cs = a.cos_sin_cache.dtype;
   const std::int64_t page_size = a.k_cache_rope.extent[1];
   LaunchParams p;
   p.nnz = a.q_rope.extent[0];
@@ -723,14 +721,11 @@ void Validator::build(LaunchParams* out) const {
   p.num_pages = a.k_cache_rope.extent[0];
   p.kind = a.kind;
   p.style = a.rope_style;
-  p.in_dtype = in;
-  p.q_out_dtype = qo;
-  p.cache_dtype = cd;
-  p.cos_dtype = cs;
-  p.in_size = std::int64_t(size_of(in));
-  p.q_out_size = std::int64_t(size_of(qo));
-  p.cache_size = std::int64_t(size_of(cd));
-  p.cos_size = std::int64_t(size_of(cs));
+  auto element = [](DType d) { return ElementType{d, std::int64_t(size_of(d))}; };
+  p.in = element(a.q_rope.dtype);
+  p.q_out = element(a.q_rope_out.dtype);
+  p.cache = element(a.k_cache_rope.dtype);
+  p.cos = element(a.cos_sin_cache.dtype);
   auto head = [](const TensorView& v) {
     HeadTensor h;
     if (v.present() && v.numel() > 0) {
@@ -760,35 +755,27 @@ void Validator::build(LaunchParams* out) const {
   p.v_cache = cache(a.v_cache);
   p.cos_sin = static_cast<const char*>(a.cos_sin_cache.data);
   p.cos_row_stride = a.cos_sin_cache.stride[0];
-  p.positions = a.positions.data;
-  p.positions_i64 = a.positions.dtype == DType::kInt64;
+  auto index = [](const TensorView& v) { return IndexArray{v.data, v.dtype == DType::kInt64}; };
+  p.positions = index(a.positions);
   p.addressing = ci.form;
   if (ci.form == Addressing::kSlotMapping) {
-    p.slot_mapping = ci.slot_mapping.data;
-    p.slot_i64 = ci.slot_mapping.dtype == DType::kInt64;
+    p.slot_mapping = index(ci.slot_mapping);
   } else {
-    p.kv_indices = ci.kv_indices.data;
-    p.kv_indptr = ci.kv_indptr.data;
-    p.batch_indices = ci.batch_indices.data;
-    p.kv_positions = ci.kv_positions.data;
-    p.kv_indices_i64 = ci.kv_indices.dtype == DType::kInt64;
-    p.kv_indptr_i64 = ci.kv_indptr.dtype == DType::kInt64;
-    p.batch_i64 = ci.batch_indices.dtype == DType::kInt64;
-    p.kv_positions_i64 = ci.kv_positions.dtype == DType::kInt64;
+    p.kv_indices = index(ci.kv_indices);
+    p.kv_indptr = index(ci.kv_indptr);
+    p.batch_indices = index(ci.batch_indices);
+    p.kv_positions = index(ci.kv_positions);
     p.batch_size = ci.kv_indptr.extent[0] - 1;
     p.num_kv_indices = ci.kv_indices.extent[0];
   }
   // A scale is read only where it applies: an FP8 output of a present tensor.
-  auto lower_scale = [](const Scale& sc, bool applies, float* value, const float** ptr,
-                        ScaleConvention* convention) {
-    if (!applies) return;  // the defaults: 1, not read, dividing
-    *value = sc.value;
-    *ptr = sc.device;
-    *convention = sc.convention;
+  // (otherwise the defaults: 1, not read, dividing).
+  auto scale = [](const Scale& sc, bool applies) {
+    return applies ? ScaleParam{sc.value, sc.device, sc.convention} : ScaleParam{};
   };
-  lower_scale(a.q_scale, is_fp8(qo), &p.q_scale, &p.q_scale_ptr, &p.q_scale_convention);
-  lower_scale(a.k_scale, is_fp8(cd), &p.k_scale, &p.k_scale_ptr, &p.k_scale_convention);
-  lower_scale(a.v_scale, is_fp8(cd) && !mla, &p.v_scale, &p.v_scale_ptr, &p.v_scale_convention);
+  p.q_scale = scale(a.q_scale, is_fp8(p.q_out.dtype));
+  p.k_scale = scale(a.k_scale, is_fp8(p.cache.dtype));
+  p.v_scale = scale(a.v_scale, is_fp8(p.cache.dtype) && !mla);
   p.checked = a.checked.enabled;
   p.skipped_tokens = a.checked.skipped_tokens;
   p.stream = a.stream;
