@@ -77,7 +77,7 @@ GpuTiming cuda_time(const Shape& s, std::int64_t nnz, const GpuCase& c);
 // Frees the cached device buffers.
 void cuda_release();
 // Applies measurement overrides of the launcher's rules from a string such
-// as "decode=-1,pdl_trigger=1" (see cuda/gpu_launch.hpp); returns false on a
+// as "decode=-1,pdl_trigger=1" (see cuda/launcher.hpp); returns false on a
 // malformed string.
 bool set_cuda_tuning(const std::string& spec);
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda/gpu_launch.hpp"
+#include "cuda/launcher.hpp"
 #include "cuda_perf.hpp"
 #include "detail/lower.hpp"
 #include "unfused.hpp"

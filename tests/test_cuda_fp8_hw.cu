@@ -8,7 +8,7 @@
 
 #include <cstdio>
 
-#include "cuda/gpu_runtime.hpp"
+#include "cuda/vendor.hpp"
 #include "detail/element_math.hpp"
 #include "scale_division_cases.hpp"
 

@@ -1,5 +1,5 @@
 // Two GPUs in one process (issue 16): the launcher's per-device state (its
-// audit: the comment at the top of cuda/gpu_backend.cu). The same problems
+// audit: the comment at the top of cuda/launcher.cu). The same problems
 // on devices 0 and 1 at once from two host threads, each on its own stream;
 // the first call of each kernel path (decode, large-launch, staged,
 // generic) on one device after the other has used it, both ways round,
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "backend_memory.hpp"
-#include "cuda/gpu_launch.hpp"
+#include "cuda/launcher.hpp"
 #include "cuda_capture.hpp"
 #include "detail/lower.hpp"
 #include "ropekv/ropekv.hpp"
@@ -135,7 +135,7 @@ struct Case {
   }
 };
 
-// The launcher's measure of a launch (cuda/gpu_backend.cu, geometry()):
+// The launcher's measure of a launch (cuda/launcher.cu, geometry()):
 // decode-sized threads, half of each token's 16-element units (rounded up),
 // against the device's 2048 threads per multiprocessor. prepare_launch
 // confirms each case's path.

@@ -1,14 +1,14 @@
 // Selected by ROPEKV_GPU_HIP (set by hip/CMakeLists.txt) for HIP builds.
-// The thin vendor layer under the shared device source (cuda/kernels.cuh,
-// cuda/gpu_backend.cu). Everything vendor-specific that the kernel and its
-// launcher use is named here, once for CUDA and (through hip/hip_runtime.hpp)
+// The thin vendor layer under the shared device source (cuda/kernels/,
+// cuda/launcher.cu). Everything vendor-specific that the kernel and its
+// launcher use is named here, once for CUDA and (through hip/vendor.hpp)
 // once for HIP. The kernel itself assumes no warp width.
 #pragma once
 
 #include "ropekv/ropekv.hpp"
 
 #if defined(ROPEKV_GPU_HIP)
-#include "hip/hip_vendor.hpp"
+#include "hip/vendor.hpp"
 #else
 #include <cuda_runtime.h>
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890

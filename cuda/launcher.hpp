@@ -7,7 +7,10 @@
 
 #include <cstddef>
 
-#include "cuda/kernels.cuh"
+#include "cuda/kernels/decode.cuh"
+#include "cuda/kernels/generic.cuh"
+#include "cuda/kernels/vec.cuh"
+#include "cuda/kernels/vec_staged.cuh"
 
 namespace ropekv {
 namespace detail {

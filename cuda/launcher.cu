@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
-#include "cuda/gpu_launch.hpp"
+#include "cuda/launcher.hpp"
 #include "detail/dispatch.hpp"
 #include "detail/lower.hpp"
 
@@ -119,7 +119,7 @@ bool rows_aligned(const CacheTensor& c, std::int64_t bytes) {
                                c.stride[1] % bytes == 0 && c.stride[2] % bytes == 0);
 }
 
-// The vector path's conditions (see kernels.cuh).
+// The vector path's conditions (see cuda/kernels/).
 bool vector_eligible(const LaunchParams& p) {
   if (p.in.dtype != DType::kBFloat16 && p.in.dtype != DType::kFloat16) return false;
   if (!dtype_info(p.q_out.dtype).quantized || p.cache.dtype != p.q_out.dtype) return false;
@@ -199,7 +199,7 @@ VecGeometry geometry(const LaunchParams& p, int sms) {
   return g;
 }
 
-// The decode kernel's index form for p (see kernels.cuh): one of the two
+// The decode kernel's index form for p (see cuda/kernels/): one of the two
 // common forms where p is one, else kIndexAny.
 int decode_form(const LaunchParams& p) {
   if (p.checked || p.page_shift < 0) return kIndexAny;
@@ -372,8 +372,8 @@ void decode_blocks(std::uint32_t units, unsigned* block, unsigned* chunks) {
   PreparedLaunch l;
   Result r = prepare_launch(p, &l);
   if (!r.ok()) return r;
-  // The vendor launch reports this launch's errors itself (gpu_runtime.hpp,
-  // hip_vendor.hpp): no second query on success.
+  // The vendor launch reports this launch's errors itself (cuda/vendor.hpp,
+  // hip/vendor.hpp): no second query on success.
   const Error err = launch_prepared(l);
   if (err != kSuccess) {
     (void)last_error();  // the error is reported here, not left for the caller's next query

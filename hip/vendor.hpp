@@ -1,5 +1,5 @@
-// The HIP side of the vendor layer (see cuda/gpu_runtime.hpp): what differs
-// from CUDA for AMD GPUs. The kernels themselves are cuda/kernels.cuh.
+// The HIP side of the vendor layer (see cuda/vendor.hpp): what differs
+// from CUDA for AMD GPUs. The kernels themselves are cuda/kernels/.
 //  * runtime calls: hip* instead of cuda*;
 //  * no programmatic dependent launch (the option is accepted and ignored);
 //  * FP8: every format through the shared software encoders (e4m3fnuz is the

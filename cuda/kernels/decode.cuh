@@ -1,0 +1,196 @@
+// The decode kernel (fused_decode_kernel): launches that fit on the device
+// at once with one unit per thread, the shortest chain of dependent loads.
+#pragma once
+
+#include "cuda/kernels/vec_unit.cuh"
+
+namespace ropekv {
+namespace detail {
+namespace gpu {
+
+// Blocks of kVecBlock threads per multiprocessor the decode kernel is
+// compiled for: a cap of 48 registers (unbounded it takes 62), so that more
+// of a decode batch fits on the device at once (deepseek-v3 MLA TP8 at 256
+// tokens: 768 blocks of 224 threads need 6 a multiprocessor). The bf16
+// specialisations do not spill under it.
+#ifndef ROPEKV_DECODE_MIN_BLOCKS
+#define ROPEKV_DECODE_MIN_BLOCKS 5
+#endif
+constexpr int kDecodeMinBlocks = ROPEKV_DECODE_MIN_BLOCKS;
+
+// For launches whose one-unit-per-thread grid fits on the device at once
+// (decode batches). Block (x, y) takes a chunk of token y's units, each
+// thread one unit, so each warp's chain is one unit long. A thread's loads
+// go out in three steps, each as soon as what it depends on has arrived:
+//   1. its token's index entries and, for a device scale, its part's scale;
+//   2. once the index entries say the token is not padding: the unit's two
+//      input vectors, its cos/sin values (position) and the page-table
+//      look-ups (batch index), all at once;
+//   3. rotation, quantization and the two stores.
+// Loading the inputs in step 1 (a padding token's rows may be read) measured
+// 0.1-0.2 us slower on the H200: their address needs parameter reads that
+// hold up the warp's in-order issue ahead of the cos/sin loads.
+// Without early_indices the kernel waits for the previous grid (PDL) before
+// step 1; with it, steps 1 and 2 but the input loads happen before the wait,
+// the input loads and the stores after it.
+
+// The decode kernel's parameters: what it reads, grouped by when. The
+// index-resolution members carry LaunchParams' names (load_token_indices,
+// finish_plan).
+struct DecodeParams {
+  IndexArray slot_mapping, batch_indices, kv_positions, positions, kv_indptr, kv_indices;
+  Addressing addressing = Addressing::kSlotMapping;
+  int page_shift = -1;
+  std::int64_t page_size = 0;
+  bool checked = false;
+  bool early_indices = false;
+  std::int64_t batch_size = 0, num_kv_indices = 0, num_pages = 0, max_pos = 0;
+  unsigned long long* skipped_tokens = nullptr;
+
+  const char* cos_sin = nullptr;
+  std::int64_t cos_row_bytes = 0;
+  RopeStyle style = RopeStyle::kNeox;
+  std::uint32_t num_q_heads = 0;
+  ScaleDivisor div[3] = {};            // host scales (by scale_index), made on the host
+  const float* scale_ptr[3] = {};      // device scales (null: use div)
+  ScaleConvention convention[3] = {};  // of the device scales
+  VecGeometry g = {};
+  // Per row part (kRotQ .. kValue): its input rows (2-byte elements, token
+  // and head strides) and where its output rows are (1-byte elements), with
+  // query outputs addressed as (token, 0, head) and caches as (page, entry,
+  // head) through the one cache_offset formula. One array per field, read
+  // where it is used.
+  const char* src[kParts] = {};
+  std::int64_t src_token[kParts] = {}, src_head[kParts] = {};
+  char* dst[kParts] = {};
+  std::int64_t dst_page[kParts] = {}, dst_entry[kParts] = {}, dst_head[kParts] = {};
+};
+
+// The index forms of the decode kernel: any (read from DecodeParams at run
+// time), or one of the two common forms fixed at compile time, so that a
+// token's index resolution is a few instructions on the critical path:
+// slot mapping with int64 slots and positions (vLLM), and a page table with
+// int32 arrays and positions (FlashInfer, SGLang); both unchecked, with a
+// power-of-two page size.
+enum : int { kIndexAny = 0, kIndexSlot64 = 1, kIndexTable32 = 2 };
+
+// The members load_token_indices and finish_plan read, for a fixed form:
+// index arrays of fixed widths, no checks.
+template <int kForm>
+struct FixedIndex {
+  static constexpr Addressing addressing =
+      kForm == kIndexSlot64 ? Addressing::kSlotMapping : Addressing::kPageTable;
+  static constexpr bool checked = false;
+  static constexpr std::int64_t batch_size = 0, num_kv_indices = 0, num_pages = 0, max_pos = 0;
+  FixedIndexArray<true> slot_mapping;
+  FixedIndexArray<false> batch_indices;
+  FixedIndexArray<false> kv_positions;
+  FixedIndexArray<kForm == kIndexSlot64> positions;
+  FixedIndexArray<false> kv_indptr;
+  FixedIndexArray<false> kv_indices;
+  int page_shift;
+  std::int64_t page_size;
+};
+// A fixed form's page size is a power of two: (page, entry) by shift and
+// mask (the overload finish_plan finds for FixedIndex).
+template <int kForm>
+__device__ __forceinline__ PageEntry page_of(const FixedIndex<kForm>& p, std::int64_t slot) {
+  PageEntry pe;
+  pe.page = slot >> p.page_shift;
+  pe.entry = slot & (p.page_size - 1);
+  return pe;
+}
+template <int kForm>
+__device__ __forceinline__ FixedIndex<kForm> fixed_index(const DecodeParams& p) {
+  return FixedIndex<kForm>{{p.slot_mapping.data}, {p.batch_indices.data}, {p.kv_positions.data},
+                           {p.positions.data},    {p.kv_indptr.data},     {p.kv_indices.data},
+                           p.page_shift,          p.page_size};
+}
+
+// Token t's index entries and, once loaded, its plan, in form kForm.
+template <int kForm>
+__device__ __forceinline__ TokenIndices decode_indices(const DecodeParams& p, std::int64_t t) {
+  if constexpr (kForm == kIndexAny) {
+    return load_token_indices(p, t);
+  } else {
+    return load_token_indices(fixed_index<kForm>(p), t);
+  }
+}
+template <int kForm>
+__device__ __forceinline__ TokenPlan decode_plan(const DecodeParams& p, const TokenIndices& ix) {
+  if constexpr (kForm == kIndexAny) {
+    return finish_plan(p, ix);
+  } else {
+    return finish_plan(fixed_index<kForm>(p), ix);
+  }
+}
+
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm>
+__global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
+    fused_decode_kernel(const DecodeParams p) {
+  using S = ShapeOf<kR, kN, kDv>;
+  const std::uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
+  const std::int64_t t = blockIdx.y;
+  dependents_launch();
+  if (u >= p.g.units) return;
+  if (!p.early_indices) dependency_wait();
+  // 1. The token's index entries (the head of the chain), then the unit's
+  //    input address and scale, which do not depend on them.
+  const TokenIndices ix = decode_indices<kForm>(p, t);
+  const UnitRef r = unit_ref<kR, kN, kDv>(p.g, p.num_q_heads, u);
+  const uint4* x = row_vectors(
+      param_at(p.src, r.part) +
+      head_offset(t, r.head, param_at(p.src_token, r.part), param_at(p.src_head, r.part)) * 2);
+  const std::uint32_t half = part_half<kR, kN, kDv>(p.g, r.part);
+  uint4 va = {}, vb = {};
+  const std::uint32_t which = scale_index(r.part);
+  ScaleDivisor div = param_at(p.div, which);
+  const float* scale_ptr = param_at(p.scale_ptr, which);
+  const float dev_scale = scale_ptr != nullptr ? *scale_ptr : 0.f;
+  // 2. Not padding: the unit's inputs, its cos/sin (checked mode: position
+  //    in range first) and the page-table look-ups.
+  if (ix.key < 0) return;
+  if (!p.early_indices) {
+    va = load_readonly(x + r.sub);
+    vb = load_readonly(x + half / 8 + r.sub);
+  }
+  const bool rotary = r.part <= kRotK;
+  float cv[8] = {}, sv[8] = {};
+  const bool pos_ok = !p.checked || position_in_range(p, ix.pos);
+  if (rotary && pos_ok)
+    load_unit_cos<Cos>(p.style, S::rot_half(p.g), p.cos_sin + ix.pos * p.cos_row_bytes, r.sub, cv,
+                       sv);
+  if (scale_ptr != nullptr)  // while the cos/sin loads fly
+    div = make_divisor(dev_scale, param_at(p.convention, which));
+  const TokenPlan plan = decode_plan<kForm>(p, ix);
+  if (!plan.write) {
+    if (plan.bad && u == 0 && p.skipped_tokens != nullptr) atomicAdd(p.skipped_tokens, 1ull);
+    return;
+  }
+  if (p.early_indices) {
+    dependency_wait();
+    va = load_readonly(x + r.sub);
+    vb = load_readonly(x + half / 8 + r.sub);
+  }
+  // 3. The codes, then the address (a page-table entry may still be in
+  //    flight while they are computed), then the stores.
+  uint2 lo, hi;
+#if defined(ROPEKV_EXPERIMENT_DECODE_NO_MATH)
+  // Measurement only (wrong output): the same loads and stores, no rotation
+  // or quantization; what the arithmetic costs on the chain.
+  lo = make_uint2(va.x ^ f32_bits(cv[0]), va.y ^ f32_bits(sv[0]));
+  hi = make_uint2(vb.x ^ f32_bits(cv[7]) ^ f32_bits(div.recip), vb.y ^ f32_bits(sv[7]));
+#else
+  encode_unit<In, Out>(p.style, rotary, div, va, vb, cv, sv, lo, hi);
+#endif
+  const bool cache = cache_part(r.part);
+  const std::int64_t dst_stride[3] = {param_at(p.dst_page, r.part), param_at(p.dst_entry, r.part),
+                                      param_at(p.dst_head, r.part)};
+  char* dst = param_at(p.dst, r.part) +
+              cache_offset(cache ? plan.page : t, cache ? plan.entry : 0, r.head, dst_stride);
+  store_unit(dst, half, r.sub, lo, hi);
+}
+
+}  // namespace gpu
+}  // namespace detail
+}  // namespace ropekv
