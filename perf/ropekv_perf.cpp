@@ -22,7 +22,7 @@
 #include "ropekv/ropekv.hpp"
 #include "unfused.hpp"
 #if ROPEKV_ENABLE_KOKKOS
-#include "detail/host_threads.hpp"
+#include "host/threads.hpp"
 #endif
 #if ROPEKV_ENABLE_CUDA
 #include "cuda_perf.hpp"

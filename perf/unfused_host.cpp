@@ -15,7 +15,7 @@
 #include "unfused.hpp"
 #include "unfused_passes.hpp"
 #if ROPEKV_ENABLE_KOKKOS
-#include "detail/host_threads.hpp"
+#include "host/threads.hpp"
 #endif
 
 namespace ropekv_perf {

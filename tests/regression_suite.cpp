@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "detail/host_threads.hpp"
+#include "host/threads.hpp"
 #include "detail/lower.hpp"
 #include "detail/params.hpp"
 #include "oracle.hpp"

@@ -14,7 +14,7 @@
 #include <random>
 #include <vector>
 
-#include "detail/host_threads.hpp"
+#include "host/threads.hpp"
 #include "ropekv/ropekv.hpp"
 
 namespace {

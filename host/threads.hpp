@@ -1,6 +1,8 @@
-// How the host backend spreads a call over threads, shared with the perf
+// How the host backend spreads a call over threads (Kokkos' host space, or
+// its own std::threads when that space is serial), shared with the perf
 // suite's host unfused baseline so that both get the same parallelism.
-// Defined only when the host backend is compiled in (host/host_backend.cpp).
+// Defined only when the host backend is compiled in (host/threads.cpp, the
+// one file that uses Kokkos).
 #pragma once
 
 #include <cstdint>
