@@ -146,31 +146,19 @@ bool vector_eligible(const LaunchParams& p) {
 // two rounds, so each lane's loads all go out at once. Large launches use
 // teams of about kLargeTeam threads and at least kLargeRounds rounds per
 // token, so each lane reuses its token's indices and cos/sin over several
-// units and more tokens are in flight. All measured on the H200
-// (perf/RESULTS.md):
-//  * one round took 0.3-0.5 us off decode for the TP8 shapes (40 and 36
-//    units); for llama-3.1-8b (384 units: a 256-thread team, unevenly
-//    loaded) it cost 1.2 us at 1024 tokens, and for gpt-oss TP8 at 8192
-//    tokens (more than the device holds at once) 1 us;
-//  * large teams of about 64 threads beat 96 by 2-4 points (llama-3.1-8b,
-//    partial rotary, gpt-oss TP1) and 10 (MLA) at 8192 and 32768 tokens, in
-//    two device calls; 48 and 128-192 were worse, 32 better at 32768 but
-//    worse at 8192;
-//  * at least 5 rounds: small tokens get small teams (llama-70b TP8: 16
-//    threads, 10 points more at 32768 tokens than 24; gpt-oss TP8: 8
-//    threads, 1 point less than 12), large ones keep 64.
+// units and more tokens are in flight. Each choice is the fastest measured
+// (perf/RESULTS.md, "tried and not kept").
 constexpr std::uint32_t kDecodeRounds = 2;
 constexpr std::uint32_t kLargeRounds = 5;
 constexpr std::uint32_t kLargeTeam = 64;
 // Launch sizes, in waves of decode-sized teams (decode_threads against the
 // device's capacity): beyond half a wave a launch takes the large-launch
 // teams, beyond one wave the staged kernel (where the vendor layer has
-// asynchronous copies). Against one and two waves (the previous rule), in
-// one device call on the H200: gpt-oss TP8 8192 tokens 43.2 -> 47.5% of
-// copy, gpt-oss TP1 1024 41.3 -> 43.5%, MLA 1024 53.5 -> 60.1%, the others
-// within 0.5 points.
+// asynchronous copies): faster than one and two waves (perf/RESULTS.md).
 
-VecGeometry geometry(const LaunchParams& p, int sms) {
+// *staged: the launch is beyond one wave (the staged kernel's, where the
+// vendor layer has asynchronous copies).
+VecGeometry geometry(const LaunchParams& p, int sms, bool* staged) {
   VecGeometry g;
   g.rot_sub = std::uint32_t(p.rotary_dim / kItem);
   g.nope_sub = std::uint32_t(p.nope_dim / kItem);
@@ -186,7 +174,7 @@ VecGeometry geometry(const LaunchParams& p, int sms) {
   const bool one_round = g.units <= max_team && std::uint64_t(p.nnz) * g.units <= capacity;
   std::uint32_t rounds = one_round ? 1 : kDecodeRounds;
   const bool large = 2 * decode_threads > capacity;
-  g.staged = decode_threads > capacity;
+  *staged = decode_threads > capacity;
   if (large) {
     rounds = (g.units + kLargeTeam - 1) / kLargeTeam;
     if (rounds < kLargeRounds) rounds = kLargeRounds;
@@ -347,8 +335,7 @@ unsigned grid_for(std::uint64_t work, unsigned block, int sms, unsigned per_sm) 
 // The decode path's blocks: a token's units in `chunks` blocks of `block`
 // threads. Up to 128 units, one block of whole warps; beyond, blocks of 128
 // threads (registers are allocated to blocks in groups of four warps, so
-// 4-warp blocks waste none: deepseek-v3 MLA's 612 units in 5 blocks of 128
-// fit 256 tokens on the H200 at once, 3 blocks of 224 do not).
+// 4-warp blocks waste none: perf/RESULTS.md).
 void decode_blocks(std::uint32_t units, unsigned* block, unsigned* chunks) {
   constexpr unsigned kWide = 128;
   if (units <= kWide) {
@@ -441,7 +428,8 @@ Result prepare_launch(const LaunchParams& p, PreparedLaunch* out) noexcept {
     l.block = dim3(kGenericBlock);
     return Result{};
   }
-  VecGeometry g = geometry(p, sms);
+  bool staged = false;
+  VecGeometry g = geometry(p, sms, &staged);
   // Decode: the whole one-unit-per-thread grid resident at once.
   if (tune.decode >= 0 && p.nnz <= 65535) {
     unsigned block = 0, chunks = 0;
@@ -468,7 +456,7 @@ Result prepare_launch(const LaunchParams& p, PreparedLaunch* out) noexcept {
   const unsigned block = g.team * g.teams;
   unsigned per_sm = 0;
   if constexpr (kAsyncCopy) {
-    if (g.staged) {
+    if (staged) {
       l.path = Path::kStaged;
       l.kernel = pick_vec<VecFamily::kStaged>(p);
       l.smem = staged_shared_bytes(block);

@@ -9,13 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "detail/element_math.hpp"  // ROPEKV_HD
 #include "ropekv/ropekv.hpp"
-
-#if defined(__CUDACC__)
-#define ROPEKV_PERF_HD __host__ __device__ inline
-#else
-#define ROPEKV_PERF_HD inline
-#endif
 
 namespace ropekv_perf {
 
@@ -105,20 +100,20 @@ ropekv::Arguments make_arguments(const Shape& s, const Batch& b, const Buffers& 
 // Fill helpers (host memory).
 // Random bf16 values, never zero: random sign, exponent 2^-6 .. 2^1, random
 // mantissa. The same recipe runs on the GPU (perf/cuda_timing.cu).
-ROPEKV_PERF_HD std::uint16_t random_bf16(std::uint64_t h) {
+ROPEKV_HD std::uint16_t random_bf16(std::uint64_t h) {
   const std::uint32_t sign = std::uint32_t(h >> 15) & 1u;
   const std::uint32_t exp = 121u + std::uint32_t(h & 7u);
   const std::uint32_t mant = std::uint32_t(h >> 3) & 0x7fu;
   return std::uint16_t((sign << 15) | (exp << 7) | mant);
 }
-ROPEKV_PERF_HD std::uint64_t mix64(std::uint64_t x) {  // splitmix64 finaliser
+ROPEKV_HD std::uint64_t mix64(std::uint64_t x) {  // splitmix64 finaliser
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
 // Element i of a filled buffer is random_bf16(mix64(seed * C + i / 4) >> 16 * (i % 4)).
-ROPEKV_PERF_HD std::uint64_t fill_hash(std::uint64_t seed, std::uint64_t chunk) {
+ROPEKV_HD std::uint64_t fill_hash(std::uint64_t seed, std::uint64_t chunk) {
   return mix64(seed * 0x100000001b3ull + chunk);
 }
 void fill_random_bf16(std::uint16_t* data, std::int64_t n, std::uint64_t seed);

@@ -9,9 +9,8 @@ namespace detail {
 namespace gpu {
 
 // Blocks of kVecBlock threads per multiprocessor the decode kernel is
-// compiled for: a cap of 48 registers (unbounded it takes 62), so that more
-// of a decode batch fits on the device at once (deepseek-v3 MLA TP8 at 256
-// tokens: 768 blocks of 224 threads need 6 a multiprocessor). The bf16
+// compiled for: a cap of 48 registers (unbounded: 62), so that more of a
+// decode batch fits on the device at once (perf/RESULTS.md); the bf16
 // specialisations do not spill under it.
 #ifndef ROPEKV_DECODE_MIN_BLOCKS
 #define ROPEKV_DECODE_MIN_BLOCKS 5
@@ -28,8 +27,8 @@ constexpr int kDecodeMinBlocks = ROPEKV_DECODE_MIN_BLOCKS;
 //      look-ups (batch index), all at once;
 //   3. rotation, quantization and the two stores.
 // Loading the inputs in step 1 (a padding token's rows may be read) measured
-// 0.1-0.2 us slower on the H200: their address needs parameter reads that
-// hold up the warp's in-order issue ahead of the cos/sin loads.
+// slower (perf/RESULTS.md): their addresses' parameter reads hold up the
+// warp's in-order issue ahead of the cos/sin loads.
 // Without early_indices the kernel waits for the previous grid (PDL) before
 // step 1; with it, steps 1 and 2 but the input loads happen before the wait,
 // the input loads and the stores after it.
@@ -138,7 +137,7 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
   //    input address and scale, which do not depend on them.
   const TokenIndices ix = decode_indices<kForm>(p, t);
   const UnitRef r = unit_ref<kR, kN, kDv>(p.g, p.num_q_heads, u);
-  const uint4* x = row_vectors(
+  const uint4* x = reinterpret_cast<const uint4*>(
       param_at(p.src, r.part) +
       head_offset(t, r.head, param_at(p.src_token, r.part), param_at(p.src_head, r.part)) * 2);
   const std::uint32_t half = part_half<kR, kN, kDv>(p.g, r.part);

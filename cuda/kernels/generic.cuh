@@ -14,15 +14,12 @@ namespace detail {
 namespace gpu {
 
 constexpr int kGenericBlock = 256;
-// Blocks per multiprocessor the generic kernels are compiled for (64
-// registers; 12 bytes spilled in 6 of the 24). On the H200, 3 and 1
-// (80-120 registers) were 24% and 57% slower at 8192 tokens.
+// Blocks per multiprocessor the generic kernels are compiled for (a cap of
+// 64 registers): the fastest measured (perf/RESULTS.md).
 constexpr int kGenericMinBlocks = 4;
 // Threads per head row in the generic path (a logical group: any warp
-// width). Fewer threads per row spread each row's set-up (its addresses,
-// cache offset) over more elements per thread; on the H200 (llama-3.1-8b
-// with misaligned rows, 8192 tokens) 32, 16, 8 and 4 took 150, 120, 131 and
-// 229 us.
+// width): fewer spread a row's set-up over more elements per thread; 16 was
+// the fastest measured (perf/RESULTS.md).
 constexpr int kGroup = 16;
 
 // Element i of a row of dtype D (input and cos/sin dtypes: f32, f16, bf16).

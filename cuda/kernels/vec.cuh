@@ -8,9 +8,8 @@ namespace ropekv {
 namespace detail {
 namespace gpu {
 
-// Blocks per multiprocessor the vector kernel is compiled for: caps it at
-// 80 registers (unbounded it takes 100-128). On the H200, 2 lost 10-20% at
-// large nnz and 4 (64 registers, heavy spills) lost 25-30%.
+// Blocks per multiprocessor the vector kernel is compiled for: a cap of 80
+// registers (unbounded: 100-128), the fastest measured (perf/RESULTS.md).
 constexpr int kVecMinBlocks = 3;
 
 // Teams of g.team threads, one token per team at a time (grid-stride over

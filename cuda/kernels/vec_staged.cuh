@@ -18,11 +18,9 @@ namespace gpu {
 // are in flight. A thread reads back only its own slots, so no barrier is
 // needed. A token's cos/sin are loaded (L1/L2: the table is small) when the
 // lane finishes its first rotary unit of that token.
-// Ring depth and blocks per SM, measured on the H200 (perf/RESULTS.md): 2
-// slots at 3 blocks of 256 (80 registers, 48 KB of shared memory a block)
-// beat 3 slots (no gain: 216 KB of shared memory leaves little L1), 4 slots
-// at 2 blocks (3-5 points worse), 2 slots at 2 or 4 blocks (worse; 4 spills).
-// The macros exist for such measurements.
+// Ring depth and blocks per SM: 2 slots at 3 blocks of 256 (80 registers,
+// 48 KB of shared memory a block), the fastest measured (perf/RESULTS.md);
+// the macros exist for such measurements.
 #ifndef ROPEKV_VEC_STAGES
 #define ROPEKV_VEC_STAGES 2
 #endif

@@ -46,7 +46,6 @@ struct VecGeometry {
   // With PDL: blocks let the next kernel launch when they start (1) or when
   // they exit (0). See the launcher.
   std::uint32_t early_trigger;
-  bool staged;  // host only: the launcher picks the staged kernel
 };
 
 // Element e (0..7) of eight packed 16-bit values.
@@ -221,14 +220,9 @@ __device__ __forceinline__ HeadTensor input_of(const LaunchParams& p, std::uint3
   }
 }
 
-// The 16-byte vectors of an input row part of 2-byte elements at `row` (the
-// unit's two input vectors are at sub and part_half / 8 + sub).
-__device__ __forceinline__ const uint4* row_vectors(const char* row) {
-  return reinterpret_cast<const uint4*>(row);
-}
-
 // Resolves unit u of planned token t: fills its destination, unit and part
-// and returns the 16-byte vectors of its input row part.
+// and returns the 16-byte vectors of its input row part (2-byte elements;
+// the unit's two input vectors are at sub and part_half / 8 + sub).
 template <int kR, int kN, int kDv>
 __device__ __forceinline__ const uint4* vec_resolve(const LaunchParams& p, const VecGeometry& g,
                                                     std::int64_t t, std::uint32_t u,
@@ -248,7 +242,7 @@ __device__ __forceinline__ const uint4* vec_resolve(const LaunchParams& p, const
     it.dst = p.k_cache_nope.row(plan.page, plan.entry, h, 1);
   else
     it.dst = p.v_cache.row(plan.page, plan.entry, h, 1);
-  return row_vectors(input_of(p, r.part).row(t, h, 2));
+  return reinterpret_cast<const uint4*>(input_of(p, r.part).row(t, h, 2));
 }
 
 // Resolves unit u of planned token t and issues its two input loads.
