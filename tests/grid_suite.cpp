@@ -1226,7 +1226,7 @@ void run_case(const BackendMemory& mem, int index) {
   const std::vector<std::vector<unsigned char>> got = dev.download(d);
 
   Failures fail;
-  // ---- which bytes the SPEC names
+  // ---- which bytes the contract names
   std::vector<std::vector<unsigned char>> named(d.buffers.size());
   for (std::size_t i = 0; i < d.buffers.size(); ++i) named[i].assign(d.buffers[i].bytes, 0);
   for (const orc::ExpectedElement& e : ref.elements) {
@@ -1394,7 +1394,7 @@ TEST_P(GridSummary, AllCases) {
   ropekv_test::print_summary();
 }
 
-// The generator covers what the SPEC asks the grid to cover (so that a change
+// The generator covers what the contract asks the grid to cover (so that a change
 // to it cannot silently drop a feature).
 TEST(GridCoverage, GeneratorCoversTheSpec) {
   using ropekv_test::Layout;

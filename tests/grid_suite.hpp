@@ -14,7 +14,7 @@
 // Host backend: every named output element against the oracle (tests/oracle.hpp).
 // Other backends: the same case on the host backend and on the backend under
 // test, bit-identical query outputs and whole cache buffers (guards included).
-// Every backend: every byte the SPEC does not name still holds its guard, inputs
+// Every backend: every byte the contract does not name still holds its guard, inputs
 // are unchanged, the checked-mode counter is right.
 #pragma once
 

@@ -6,7 +6,7 @@
 //    fields (FP8 formats through 256-entry tables, bf16/fp16 through 65536-entry
 //    tables).
 //  * Encoding: the nearest representable value by search in the table of the
-//    format's non-negative values (ties to the even code), SPEC's saturation
+//    format's non-negative values (ties to the even code), the contract's saturation
 //    for FP8, IEEE overflow to infinity for bf16/fp16/fp32, one canonical
 //    positive NaN code per format.
 //  * The op: double-precision RoPE and scaling of every named output element

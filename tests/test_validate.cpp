@@ -1094,7 +1094,7 @@ TEST_F(Validate, PageSizeZero) {
 }
 
 TEST_F(Validate, PageSizeNegative) {
-  // SPEC: "page_size <= 0" is its own rule; ropekv.hpp documents
+  // The contract: "page_size <= 0" is its own rule; ropekv.hpp documents
   // kErrorInvalidPageSize as "page_size <= 0".
   Arguments a = Baseline();
   a.k_cache_rope.extent[1] = -kPageSize;

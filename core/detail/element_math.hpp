@@ -4,7 +4,7 @@
 // branch-free where it runs per element, so compilers vectorise it on the host.
 //
 // Bit-identity across backends rests on three rules:
-//  * every float operation is written out explicitly (fmaf where the SPEC
+//  * every float operation is written out explicitly (fmaf where the contract
 //    says so), and the library is compiled without contraction or fast-math;
 //  * conversions are done in software by integer arithmetic on the IEEE bits
 //    (a hardware conversion may replace one only where it is proven equal,
@@ -157,7 +157,7 @@ ROPEKV_HD std::uint8_t f32_to_e4m3fnuz(float f) {
 
 // ------------------------------------------------------------- RoPE
 // One rotation pair (x, xp) = (x[i], x[partner]) by (c, s), float32, in the
-// SPEC's order with explicit fused multiply-adds:
+// contract's order (docs/CONTRACT.md) with explicit fused multiply-adds:
 //   y  = fmaf(x,  c, -(xp * s))
 //   yp = fmaf(xp, c,   x * s)
 struct RotatedPair {

@@ -3,7 +3,7 @@
 // The one header a user includes. It names no vendor or Kokkos type: device
 // streams travel as `void*`, tensors as non-owning strided views.
 //
-// The contract (shapes, math, addressing, errors) is summarised in README.md.
+// The contract (shapes, math, addressing, errors) is docs/CONTRACT.md.
 #pragma once
 
 #include <cstddef>
