@@ -7,12 +7,15 @@
 #                          runtime) and its config header, which the PyTorch op
 #                          links there (scripts/gpu_torch.sh), from preset cuda-shared
 # each with lib/: the Debian shared libraries they need, and BUILD_INFO.
+# ROPEKV_GPU_EXTRA_PRESETS adds measurement builds the same way (e.g.
+# cuda-exp-half-units -> build/gpu/cuda-exp-half-units, which
+# ROPEKV_GPU_BUILD=build/gpu/cuda-exp-half-units bash scripts/gpu_run.sh runs).
 # Usage: bash scripts/gpu_build.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v nvcc >/dev/null || { echo "gpu_build: nvcc not found" >&2; exit 1; }
 rm -rf build/gpu
-for preset in cuda cuda-shared; do
+for preset in cuda cuda-shared ${ROPEKV_GPU_EXTRA_PRESETS:-}; do
   cmake --preset "$preset" >/dev/null
   cmake --build --preset "$preset" -j "$(nproc)"
   from=build/$preset to=build/gpu/$preset

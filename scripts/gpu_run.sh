@@ -12,7 +12,7 @@ out=${1:?usage: gpu_run.sh OUTDIR [perf-filter] [sanitize]}
 filter=${2:-.}
 sanitize=${3:-1}
 mkdir -p "$out"
-B=build/gpu/cuda  # scripts/gpu_build.sh assembles it
+B=${ROPEKV_GPU_BUILD:-build/gpu/cuda}  # scripts/gpu_build.sh assembles it
 export LD_LIBRARY_PATH="$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 rc=0
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv | tee "$out/gpu.txt"

@@ -16,6 +16,19 @@ namespace gpu {
 #define ROPEKV_DECODE_MIN_BLOCKS 5
 #endif
 constexpr int kDecodeMinBlocks = ROPEKV_DECODE_MIN_BLOCKS;
+// Threads per unit: 1, or 2 in a measurement build with
+// ROPEKV_EXPERIMENT_DECODE_HALF_UNITS, where each thread takes half a unit
+// (4 elements of each of its two vectors: half the arithmetic per thread,
+// twice the threads); the launcher sizes the grid by it.
+#if defined(ROPEKV_EXPERIMENT_DECODE_HALF_UNITS)
+#if defined(ROPEKV_EXPERIMENT_DECODE_NO_MATH)
+#error "ROPEKV_EXPERIMENT_DECODE_NO_MATH measures whole units only"
+#endif
+constexpr std::uint32_t kDecodeSplit = 2;
+#else
+constexpr std::uint32_t kDecodeSplit = 1;
+#endif
+constexpr int kDecodeElems = 8 / int(kDecodeSplit);  // elements a thread takes of each vector
 
 // For launches whose one-unit-per-thread grid fits on the device at once
 // (decode batches). Block (x, y) takes a chunk of token y's units, each
@@ -128,7 +141,9 @@ template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm>
 __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
     fused_decode_kernel(const DecodeParams p) {
   using S = ShapeOf<kR, kN, kDv>;
-  const std::uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
+  using V = Vec16<kDecodeElems>;
+  const std::uint32_t lane = blockIdx.x * blockDim.x + threadIdx.x;
+  const std::uint32_t u = lane / kDecodeSplit, piece = lane % kDecodeSplit;  // unit, its part
   const std::int64_t t = blockIdx.y;
   dependents_launch();
   if (u >= p.g.units) return;
@@ -141,7 +156,7 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
       param_at(p.src, r.part) +
       head_offset(t, r.head, param_at(p.src_token, r.part), param_at(p.src_head, r.part)) * 2);
   const std::uint32_t half = part_half<kR, kN, kDv>(p.g, r.part);
-  uint4 va = {}, vb = {};
+  V va = {}, vb = {};
   const std::uint32_t which = scale_index(r.part);
   ScaleDivisor div = param_at(p.div, which);
   const float* scale_ptr = param_at(p.scale_ptr, which);
@@ -150,44 +165,44 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
   //    in range first) and the page-table look-ups.
   if (ix.key < 0) return;
   if (!p.early_indices) {
-    va = load_readonly(x + r.sub);
-    vb = load_readonly(x + half / 8 + r.sub);
+    va = load_readonly(reinterpret_cast<const V*>(x + r.sub) + piece);
+    vb = load_readonly(reinterpret_cast<const V*>(x + half / 8 + r.sub) + piece);
   }
   const bool rotary = r.part <= kRotK;
-  float cv[8] = {}, sv[8] = {};
+  float cv[kDecodeElems] = {}, sv[kDecodeElems] = {};
   const bool pos_ok = !p.checked || position_in_range(p, ix.pos);
   if (rotary && pos_ok)
-    load_unit_cos<Cos>(p.style, S::rot_half(p.g), p.cos_sin + ix.pos * p.cos_row_bytes, r.sub, cv,
-                       sv);
+    load_unit_cos<Cos, kDecodeElems>(p.style, S::rot_half(p.g),
+                                     p.cos_sin + ix.pos * p.cos_row_bytes, r.sub, cv, sv, piece);
   if (scale_ptr != nullptr)  // while the cos/sin loads fly
     div = make_divisor(dev_scale, param_at(p.convention, which));
   const TokenPlan plan = decode_plan<kForm>(p, ix);
   if (!plan.write) {
-    if (plan.bad && u == 0 && p.skipped_tokens != nullptr) atomicAdd(p.skipped_tokens, 1ull);
+    if (plan.bad && lane == 0 && p.skipped_tokens != nullptr) atomicAdd(p.skipped_tokens, 1ull);
     return;
   }
   if (p.early_indices) {
     dependency_wait();
-    va = load_readonly(x + r.sub);
-    vb = load_readonly(x + half / 8 + r.sub);
+    va = load_readonly(reinterpret_cast<const V*>(x + r.sub) + piece);
+    vb = load_readonly(reinterpret_cast<const V*>(x + half / 8 + r.sub) + piece);
   }
   // 3. The codes, then the address (a page-table entry may still be in
   //    flight while they are computed), then the stores.
-  uint2 lo, hi;
+  Codes8<kDecodeElems> lo, hi;
 #if defined(ROPEKV_EXPERIMENT_DECODE_NO_MATH)
   // Measurement only (wrong output): the same loads and stores, no rotation
   // or quantization; what the arithmetic costs on the chain.
   lo = make_uint2(va.x ^ f32_bits(cv[0]), va.y ^ f32_bits(sv[0]));
   hi = make_uint2(vb.x ^ f32_bits(cv[7]) ^ f32_bits(div.recip), vb.y ^ f32_bits(sv[7]));
 #else
-  encode_unit<In, Out>(p.style, rotary, div, va, vb, cv, sv, lo, hi);
+  encode_unit<In, Out, kDecodeElems>(p.style, rotary, div, va, vb, cv, sv, lo, hi);
 #endif
   const bool cache = cache_part(r.part);
   const std::int64_t dst_stride[3] = {param_at(p.dst_page, r.part), param_at(p.dst_entry, r.part),
                                       param_at(p.dst_head, r.part)};
   char* dst = param_at(p.dst, r.part) +
               cache_offset(cache ? plan.page : t, cache ? plan.entry : 0, r.head, dst_stride);
-  store_unit(dst, half, r.sub, lo, hi);
+  store_unit<kDecodeElems>(dst, half, r.sub, lo, hi, piece);
 }
 
 }  // namespace gpu
