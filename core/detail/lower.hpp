@@ -3,9 +3,8 @@
 // the Result names the argument and the rule.
 #pragma once
 
-#include <cstdarg>
-
 #include "detail/params.hpp"
+#include "detail/result.hpp"
 #include "ropekv/ropekv.hpp"
 
 namespace ropekv {
@@ -40,13 +39,6 @@ void fill_step_plan(StepPlan* plan, const Arguments& validated) noexcept;
 // passes every rule those fields enter; *out is then lower(args)'s. False:
 // lower() decides, and names the rule.
 bool lower_step(const StepPlan& plan, const Arguments& args, LaunchParams* out) noexcept;
-
-// Builds a Result with a printf-style message.
-Result make_result(Status status, const char* fmt, ...) noexcept
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
 
 }  // namespace detail
 }  // namespace ropekv

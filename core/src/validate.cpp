@@ -4,7 +4,6 @@
 // the rule. Rules run in a fixed order; the first failure is reported.
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstddef>
 #include <cstring>
 #include <new>
@@ -12,19 +11,10 @@
 #include <utility>
 
 #include "detail/lower.hpp"
+#include "detail/result.hpp"
 
 namespace ropekv {
 namespace detail {
-
-Result make_result(Status status, const char* fmt, ...) noexcept {
-  Result r;
-  r.status = status;
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(r.message, sizeof(r.message), fmt, ap);
-  va_end(ap);
-  return r;
-}
 
 namespace {
 
@@ -416,12 +406,6 @@ Result Validator::check_overlaps() const {
   return overlap_rule(v, spans, OverlapViews::kOutputs);
 }
 
-#define ROPEKV_TRY(expr)          \
-  do {                            \
-    Result r_ = (expr);           \
-    if (!r_.ok()) return r_;      \
-  } while (0)
-
 Result Validator::run(LaunchParams* out) {
   ROPEKV_TRY(check_enums());
   ROPEKV_TRY(check_views());
@@ -783,9 +767,6 @@ void Validator::build(LaunchParams* out) const {
   p.early_indices = a.programmatic_dependent_launch && a.indices_ready_before_previous_kernel;
   *out = p;
 }
-
-
-#undef ROPEKV_TRY
 
 }  // namespace
 
