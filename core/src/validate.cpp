@@ -1,4 +1,4 @@
-// Host-side validation and lowering of Arguments to LaunchParams.
+// Validation: every host-side rule, and a prepared call's re-check of a step.
 //
 // Every rule returns a distinct Status with a message naming the argument and
 // the rule. Rules run in a fixed order; the first failure is reported.
@@ -10,8 +10,8 @@
 #include <limits>
 #include <utility>
 
-#include "detail/lower.hpp"
 #include "detail/result.hpp"
+#include "detail/validate.hpp"
 
 namespace ropekv {
 namespace detail {
@@ -21,7 +21,6 @@ namespace {
 bool is_input_dtype(DType d) { return dtype_info(d).input; }
 bool is_output_dtype(DType d) { return dtype_info(d).output; }
 bool is_index_dtype(DType d) { return dtype_info(d).index; }
-bool is_fp8(DType d) { return dtype_info(d).quantized; }
 
 // "a, b or c": the names of the table's dtypes of one class, for messages.
 class DTypeNames {
@@ -218,11 +217,11 @@ class Validator {
  public:
   explicit Validator(const Arguments& a) : a_(a) {}
 
-  // Every rule, then the lowering.
-  Result run(LaunchParams* out);
-  // A prepared call's step (lower_step): the rules that the fields a step
-  // may change enter, then the lowering.
-  bool run_step(const StepPlan& plan, LaunchParams* out);
+  // Every rule.
+  Result run();
+  // A prepared call's step (validate_step): the rules that the fields a step
+  // may change enter.
+  bool run_step(const StepPlan& plan);
 
  private:
   // The rule phases, in the order run() applies them. `step`: only the rules
@@ -233,7 +232,6 @@ class Validator {
   Result check_dtypes() const;
   Result check_extents(bool step) const;
   Result check_scales() const;
-  void build(LaunchParams* out) const;
 
   // Checks that `v` has `rank` dims, a supported dtype, non-negative extents
   // and strides, a contiguous last dim, aligned non-null data.
@@ -406,18 +404,16 @@ Result Validator::check_overlaps() const {
   return overlap_rule(v, spans, OverlapViews::kOutputs);
 }
 
-Result Validator::run(LaunchParams* out) {
+Result Validator::run() {
   ROPEKV_TRY(check_enums());
   ROPEKV_TRY(check_views());
   ROPEKV_TRY(check_dtypes());
   ROPEKV_TRY(check_extents(false));
   ROPEKV_TRY(check_scales());
-  ROPEKV_TRY(check_overlaps());
-  build(out);
-  return Result{};
+  return check_overlaps();
 }
 
-bool Validator::run_step(const StepPlan& plan, LaunchParams* out) {
+bool Validator::run_step(const StepPlan& plan) {
   // Every view's data rules (null, alignment, span, end address) and span,
   // from the plan's shape and this step's data and extent 0.
   const OverlapViews v(a_);
@@ -445,9 +441,7 @@ bool Validator::run_step(const StepPlan& plan, LaunchParams* out) {
   for (std::size_t i = 0; i < OverlapViews::kTokenOutputs; ++i)
     if (v.view[i].view->extent[0] > plan.self_checked_tokens && !self_disjoint(*v.view[i].view))
       return false;
-  if (!overlap_rule(v, spans, 0).ok()) return false;
-  build(out);
-  return true;
+  return overlap_rule(v, spans, 0).ok();
 }
 
 Result Validator::check_enums() const {
@@ -465,12 +459,6 @@ Result Validator::check_enums() const {
                        "cache_index.form must be kSlotMapping or kPageTable, got %d",
                        static_cast<int>(ci.form));
   return Result{};
-}
-
-// Any of the non-rotary views present: N is given (possibly 0).
-bool has_nope(const Arguments& a) {
-  return a.q_nope.present() || a.k_nope.present() || a.q_nope_out.present() ||
-         a.k_cache_nope.present();
 }
 
 // Ranks, strides, contiguity, null data, alignment.
@@ -683,96 +671,11 @@ Result Validator::check_scales() const {
   return Result{};
 }
 
-// Arguments -> LaunchParams, for arguments every rule accepted.
-void Validator::build(LaunchParams* out) const {
-  const Arguments& a = a_;
-  const CacheIndex& ci = a.cache_index;
-  const bool mla = a.kind == AttentionKind::kMla;
-  const std::int64_t page_size = a.k_cache_rope.extent[1];
-  LaunchParams p;
-  p.nnz = a.q_rope.extent[0];
-  p.num_q_heads = a.q_rope.extent[1];
-  p.num_kv_heads = a.k_rope.extent[1];
-  p.rotary_dim = a.q_rope.extent[2];
-  p.nope_dim = has_nope(a) ? a.q_nope.extent[2] : 0;
-  p.v_dim = mla ? 0 : a.v.extent[2];
-  p.max_pos = a.cos_sin_cache.extent[0];
-  p.page_size = page_size;
-  if ((page_size & (page_size - 1)) == 0) {
-    p.page_shift = 0;
-    while ((std::int64_t(1) << p.page_shift) < page_size) ++p.page_shift;
-  }
-  p.num_pages = a.k_cache_rope.extent[0];
-  p.kind = a.kind;
-  p.style = a.rope_style;
-  auto element = [](DType d) { return ElementType{d, std::int64_t(size_of(d))}; };
-  p.in = element(a.q_rope.dtype);
-  p.q_out = element(a.q_rope_out.dtype);
-  p.cache = element(a.k_cache_rope.dtype);
-  p.cos = element(a.cos_sin_cache.dtype);
-  auto head = [](const TensorView& v) {
-    HeadTensor h;
-    if (v.present() && v.numel() > 0) {
-      h.data = static_cast<char*>(v.data);
-      h.token_stride = v.stride[0];
-      h.head_stride = v.stride[1];
-    }
-    return h;
-  };
-  auto cache = [](const TensorView& v) {
-    CacheTensor c;
-    if (v.present() && v.numel() > 0) {
-      c.data = static_cast<char*>(v.data);
-      for (int k = 0; k < 3; ++k) c.stride[k] = v.stride[k];
-    }
-    return c;
-  };
-  p.q_rope = head(a.q_rope);
-  p.q_nope = head(a.q_nope);
-  p.k_rope = head(a.k_rope);
-  p.k_nope = head(a.k_nope);
-  p.v = head(a.v);
-  p.q_rope_out = head(a.q_rope_out);
-  p.q_nope_out = head(a.q_nope_out);
-  p.k_cache_rope = cache(a.k_cache_rope);
-  p.k_cache_nope = cache(a.k_cache_nope);
-  p.v_cache = cache(a.v_cache);
-  p.cos_sin = static_cast<const char*>(a.cos_sin_cache.data);
-  p.cos_row_stride = a.cos_sin_cache.stride[0];
-  auto index = [](const TensorView& v) { return IndexArray{v.data, v.dtype == DType::kInt64}; };
-  p.positions = index(a.positions);
-  p.addressing = ci.form;
-  if (ci.form == Addressing::kSlotMapping) {
-    p.slot_mapping = index(ci.slot_mapping);
-  } else {
-    p.kv_indices = index(ci.kv_indices);
-    p.kv_indptr = index(ci.kv_indptr);
-    p.batch_indices = index(ci.batch_indices);
-    p.kv_positions = index(ci.kv_positions);
-    p.batch_size = ci.kv_indptr.extent[0] - 1;
-    p.num_kv_indices = ci.kv_indices.extent[0];
-  }
-  // A scale is read only where it applies: an FP8 output of a present tensor.
-  // (otherwise the defaults: 1, not read, dividing).
-  auto scale = [](const Scale& sc, bool applies) {
-    return applies ? ScaleParam{sc.value, sc.device, sc.convention} : ScaleParam{};
-  };
-  p.q_scale = scale(a.q_scale, is_fp8(p.q_out.dtype));
-  p.k_scale = scale(a.k_scale, is_fp8(p.cache.dtype));
-  p.v_scale = scale(a.v_scale, is_fp8(p.cache.dtype) && !mla);
-  p.checked = a.checked.enabled;
-  p.skipped_tokens = a.checked.skipped_tokens;
-  p.stream = a.stream;
-  p.pdl = a.programmatic_dependent_launch;
-  p.early_indices = a.programmatic_dependent_launch && a.indices_ready_before_previous_kernel;
-  *out = p;
-}
-
 }  // namespace
 
-Result lower(const Arguments& args, LaunchParams* out) noexcept {
+Result validate_arguments(const Arguments& args) noexcept {
   Validator v(args);
-  return v.run(out);
+  return v.run();
 }
 
 namespace {
@@ -851,10 +754,10 @@ void fill_step_plan(StepPlan* plan, const Arguments& validated) noexcept {
 
 void delete_step_plan(StepPlan* plan) noexcept { delete plan; }
 
-bool lower_step(const StepPlan& plan, const Arguments& args, LaunchParams* out) noexcept {
+bool validate_step(const StepPlan& plan, const Arguments& args) noexcept {
   if (!same_except_step(args, plan.prepared)) return false;
   Validator v(args);
-  return v.run_step(plan, out);
+  return v.run_step(plan);
 }
 
 }  // namespace detail

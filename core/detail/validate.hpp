@@ -1,0 +1,51 @@
+// Validation: every host-side rule of the contract (README.md), and a
+// prepared call's re-check of a step. Lowering (lower.hpp) runs these first.
+#pragma once
+
+#include <cstdint>
+
+#include "ropekv/ropekv.hpp"
+
+namespace ropekv {
+namespace detail {
+
+// Every rule, in a fixed order; the Result of the first that fails names the
+// argument and the rule.
+Result validate_arguments(const Arguments& args) noexcept;
+
+// Any of the non-rotary views present: N is given (possibly 0).
+inline bool has_nope(const Arguments& a) noexcept {
+  return a.q_nope.present() || a.k_nope.present() || a.q_nope_out.present() ||
+         a.k_cache_nope.present();
+}
+
+// A prepared call's plan (PreparedCall): arguments validation accepted, and
+// what a step's re-check needs of their shape.
+struct StepPlan {
+  Arguments prepared;
+  // The query outputs do not overlap themselves for token counts up to this.
+  std::int64_t self_checked_tokens = 0;
+  // Per view of the overlap rule (validate.cpp, OverlapViews): element size,
+  // a rank-1 view whose stride is not 1 (contiguous only for <= 1 element),
+  // every extent but the first > 0, and 1 + sum over dims k >= 1 of
+  // (extent - 1) * stride.
+  struct View {
+    std::int64_t es = 0, rest_elems = 1;
+    bool strided_vector = false, others_nonzero = false;
+  };
+  View view[21];
+};
+// Null when out of memory.
+StepPlan* new_step_plan() noexcept;
+void delete_step_plan(StepPlan* plan) noexcept;
+// Makes `plan` the plan of `validated` (arguments validation accepted).
+void fill_step_plan(StepPlan* plan, const Arguments& validated) noexcept;
+// A step: true when `args` differs from plan.prepared only in the fields a
+// step may change (views' data, extent 0 of the per-token views and of the
+// page table's arrays, device scale and counter pointers, the stream) and
+// passes every rule those fields enter. False: validate_arguments() decides,
+// and names the rule.
+bool validate_step(const StepPlan& plan, const Arguments& args) noexcept;
+
+}  // namespace detail
+}  // namespace ropekv

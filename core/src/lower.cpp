@@ -1,0 +1,112 @@
+// Lowering: Arguments -> LaunchParams, for arguments validation accepted.
+#include "detail/lower.hpp"
+
+#include <cstdint>
+
+namespace ropekv {
+namespace detail {
+
+namespace {
+
+bool is_fp8(DType d) { return dtype_info(d).quantized; }
+
+// The launch parameters of arguments every rule accepted.
+void lower_accepted(const Arguments& a, LaunchParams* out) {
+  const CacheIndex& ci = a.cache_index;
+  const bool mla = a.kind == AttentionKind::kMla;
+  const std::int64_t page_size = a.k_cache_rope.extent[1];
+  LaunchParams p;
+  p.nnz = a.q_rope.extent[0];
+  p.num_q_heads = a.q_rope.extent[1];
+  p.num_kv_heads = a.k_rope.extent[1];
+  p.rotary_dim = a.q_rope.extent[2];
+  p.nope_dim = has_nope(a) ? a.q_nope.extent[2] : 0;
+  p.v_dim = mla ? 0 : a.v.extent[2];
+  p.max_pos = a.cos_sin_cache.extent[0];
+  p.page_size = page_size;
+  if ((page_size & (page_size - 1)) == 0) {
+    p.page_shift = 0;
+    while ((std::int64_t(1) << p.page_shift) < page_size) ++p.page_shift;
+  }
+  p.num_pages = a.k_cache_rope.extent[0];
+  p.kind = a.kind;
+  p.style = a.rope_style;
+  auto element = [](DType d) { return ElementType{d, std::int64_t(size_of(d))}; };
+  p.in = element(a.q_rope.dtype);
+  p.q_out = element(a.q_rope_out.dtype);
+  p.cache = element(a.k_cache_rope.dtype);
+  p.cos = element(a.cos_sin_cache.dtype);
+  auto head = [](const TensorView& v) {
+    HeadTensor h;
+    if (v.present() && v.numel() > 0) {
+      h.data = static_cast<char*>(v.data);
+      h.token_stride = v.stride[0];
+      h.head_stride = v.stride[1];
+    }
+    return h;
+  };
+  auto cache = [](const TensorView& v) {
+    CacheTensor c;
+    if (v.present() && v.numel() > 0) {
+      c.data = static_cast<char*>(v.data);
+      for (int k = 0; k < 3; ++k) c.stride[k] = v.stride[k];
+    }
+    return c;
+  };
+  p.q_rope = head(a.q_rope);
+  p.q_nope = head(a.q_nope);
+  p.k_rope = head(a.k_rope);
+  p.k_nope = head(a.k_nope);
+  p.v = head(a.v);
+  p.q_rope_out = head(a.q_rope_out);
+  p.q_nope_out = head(a.q_nope_out);
+  p.k_cache_rope = cache(a.k_cache_rope);
+  p.k_cache_nope = cache(a.k_cache_nope);
+  p.v_cache = cache(a.v_cache);
+  p.cos_sin = static_cast<const char*>(a.cos_sin_cache.data);
+  p.cos_row_stride = a.cos_sin_cache.stride[0];
+  auto index = [](const TensorView& v) { return IndexArray{v.data, v.dtype == DType::kInt64}; };
+  p.positions = index(a.positions);
+  p.addressing = ci.form;
+  if (ci.form == Addressing::kSlotMapping) {
+    p.slot_mapping = index(ci.slot_mapping);
+  } else {
+    p.kv_indices = index(ci.kv_indices);
+    p.kv_indptr = index(ci.kv_indptr);
+    p.batch_indices = index(ci.batch_indices);
+    p.kv_positions = index(ci.kv_positions);
+    p.batch_size = ci.kv_indptr.extent[0] - 1;
+    p.num_kv_indices = ci.kv_indices.extent[0];
+  }
+  // A scale is read only where it applies: an FP8 output of a present tensor
+  // (otherwise the defaults: 1, not read, dividing).
+  auto scale = [](const Scale& sc, bool applies) {
+    return applies ? ScaleParam{sc.value, sc.device, sc.convention} : ScaleParam{};
+  };
+  p.q_scale = scale(a.q_scale, is_fp8(p.q_out.dtype));
+  p.k_scale = scale(a.k_scale, is_fp8(p.cache.dtype));
+  p.v_scale = scale(a.v_scale, is_fp8(p.cache.dtype) && !mla);
+  p.checked = a.checked.enabled;
+  p.skipped_tokens = a.checked.skipped_tokens;
+  p.stream = a.stream;
+  p.pdl = a.programmatic_dependent_launch;
+  p.early_indices = a.programmatic_dependent_launch && a.indices_ready_before_previous_kernel;
+  *out = p;
+}
+
+}  // namespace
+
+Result lower(const Arguments& args, LaunchParams* out) noexcept {
+  Result r = validate_arguments(args);
+  if (r.ok()) lower_accepted(args, out);
+  return r;
+}
+
+bool lower_step(const StepPlan& plan, const Arguments& args, LaunchParams* out) noexcept {
+  if (!validate_step(plan, args)) return false;
+  lower_accepted(args, out);
+  return true;
+}
+
+}  // namespace detail
+}  // namespace ropekv
