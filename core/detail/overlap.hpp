@@ -1,10 +1,13 @@
-// The overlap rule's proofs that views share no element, from their byte
-// spans and strides, and the overflow-checked arithmetic the spans use.
+// The overlap rule: its views (from the argument table), the rule, and its
+// proofs that views share no element, from their byte spans and strides;
+// the overflow-checked arithmetic the spans use.
 #pragma once
 
 #include <cstdint>
 #include <limits>
 
+#include "detail/argument_table.hpp"
+#include "detail/result.hpp"
 #include "ropekv/ropekv.hpp"
 
 namespace ropekv {
@@ -76,6 +79,78 @@ inline bool provably_disjoint(const TensorView& a, const Span& sa, const TensorV
   if (sa.lo == sa.hi || sb.lo == sb.hi) return true;
   if (sa.hi <= sb.lo || sb.hi <= sa.lo) return true;
   return interleaved_disjoint(a, sa, b, sb);
+}
+
+// ---- the rule
+// Makes `v` (default-constructed) the one-element view of a scalar (scale
+// pointer, skipped-token counter), in place: no temporary to copy.
+inline void set_scalar_view(TensorView& v, const void* p, DType dtype) {
+  v.data = const_cast<void*>(p);
+  v.dtype = dtype;
+  v.rank = p != nullptr ? 1 : 0;
+  v.extent[0] = 1;
+  v.stride[0] = 1;
+}
+
+// The views the overlap rule compares, in kOverlapOrder: every written view
+// (outputs, the checked-mode counter), then every read one; those that take
+// no part in the call (the other addressing form's arrays, MLA's value
+// scale) absent. Points into itself: not copyable.
+struct OverlapViews {
+  static constexpr std::size_t kAll = kOverlapOrder.size;
+  static constexpr std::size_t kOutputs = kNumWritten;  // the first kOutputs
+  TensorView scalar[kNumScalars], none;
+  // The place in `scalar` of the scalar at overlap position k.
+  static constexpr std::size_t scalar_slot(std::size_t k) {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < k; ++i) n += is_scalar(kViews[kOverlapOrder.view[i]].role) ? 1 : 0;
+    return n;
+  }
+  const TensorView* view[kAll];
+
+  OverlapViews(const Arguments& a, const Active& on) {
+    walk<kAll>([&](auto i) {
+      constexpr std::size_t k = decltype(i)::value;
+      constexpr const ViewSpec& s = kViews[kOverlapOrder.view[k]];
+      if (!on(s.when)) {
+        view[k] = &none;
+      } else if constexpr (is_scalar(s.role)) {
+        constexpr DType dtype = s.dtype == DTypeRule::kFloat32 ? DType::kFloat32 : DType::kInt64;
+        set_scalar_view(scalar[scalar_slot(k)], pointer_in(a, s), dtype);
+        view[k] = &scalar[scalar_slot(k)];
+      } else {
+        view[k] = &view_in(a, s);
+      }
+      return true;
+    });
+  }
+  OverlapViews(const OverlapViews&) = delete;
+  OverlapViews& operator=(const OverlapViews&) = delete;
+  static const char* name(std::size_t i) { return kViews[kOverlapOrder.view[i]].name; }
+};
+
+// No output overlaps itself (the first `self_checked` outputs are checked),
+// another output or an input. spans[i]: span_of(*v.view[i]).
+inline Result overlap_rule(const OverlapViews& v, const Span* spans, std::size_t self_checked) {
+  constexpr std::size_t kOut = OverlapViews::kOutputs;
+  for (std::size_t i = 0; i < self_checked; ++i) {
+    if (!self_disjoint(*v.view[i]))
+      return make_result(Status::kErrorOverlap,
+                         "%s must not overlap itself (distinct indices must address distinct "
+                         "elements)",
+                         OverlapViews::name(i));
+  }
+  for (std::size_t i = 0; i < kOut; ++i) {
+    for (std::size_t j = i + 1; j < OverlapViews::kAll; ++j) {
+      if (provably_disjoint(*v.view[i], spans[i], *v.view[j], spans[j])) continue;
+      if (j < kOut)
+        return make_result(Status::kErrorOverlap, "%s and %s must not overlap",
+                           OverlapViews::name(i), OverlapViews::name(j));
+      return make_result(Status::kErrorOverlap, "output %s must not overlap input %s",
+                         OverlapViews::name(i), OverlapViews::name(j));
+    }
+  }
+  return Result{};
 }
 
 }  // namespace detail

@@ -25,10 +25,10 @@ struct StepPlan {
   Arguments prepared;
   // The query outputs do not overlap themselves for token counts up to this.
   std::int64_t self_checked_tokens = 0;
-  // Per view of the overlap rule (validate.cpp, OverlapViews): element size,
-  // a rank-1 view whose stride is not 1 (contiguous only for <= 1 element),
-  // every extent but the first > 0, and 1 + sum over dims k >= 1 of
-  // (extent - 1) * stride.
+  // Per view of the overlap rule (argument_table.hpp, kOverlapOrder): element
+  // size, a rank-1 view whose stride is not 1 (contiguous only for <= 1
+  // element), every extent but the first > 0, and 1 + sum over dims k >= 1
+  // of (extent - 1) * stride.
   struct View {
     std::int64_t es = 0, rest_elems = 1;
     bool strided_vector = false, others_nonzero = false;
