@@ -150,6 +150,22 @@ TEST_P(PreparedCallSuite, BadStepsReportWhatValidateReports) {
     EXPECT_TRUE(again.ok()) << describe(again);
     EXPECT_TRUE(call.last_run_was_step());
   }
+  // Prepared with no tokens, no span of a per-token view is checked: here
+  // (Hq - 1) x q_rope's head stride wraps past 2^64 to a few elements. A
+  // step with tokens must still report what validate() reports.
+  SCOPED_TRACE("span overflow after a call with no tokens");
+  Arguments empty = first_tokens(good, 0);
+  empty.q_rope.stride[1] = std::int64_t(UINT64_MAX / std::uint64_t(g.hq - 1) + 1);
+  ASSERT_TRUE(call.prepare(b.on_backend(empty)).ok());
+  const Arguments one = first_tokens(empty, 1);
+  const Result want = b.validate(one, mem.backend);
+  ASSERT_FALSE(want.ok());
+  const auto before = b.snapshot();
+  const Result got = b.run_with(one, [&](const Arguments& d) { return call.run(d); });
+  EXPECT_EQ(got.status, want.status) << describe(got) << " vs " << describe(want);
+  EXPECT_STREQ(got.message, want.message);
+  EXPECT_FALSE(call.last_run_was_step());
+  EXPECT_EQ(b.first_change(before), "");
 }
 
 // Another shape (here the query output's dtype) is validated in full,

@@ -28,10 +28,11 @@ struct StepPlan {
   // Per view of the overlap rule (argument_table.hpp, kOverlapOrder): element
   // size, a rank-1 view whose stride is not 1 (contiguous only for <= 1
   // element), every extent but the first > 0, and 1 + sum over dims k >= 1
-  // of (extent - 1) * stride.
+  // of (extent - 1) * stride, and whether that fits in int64 (it may not for
+  // a view prepared with no elements, whose span was not checked).
   struct View {
     std::int64_t es = 0, rest_elems = 1;
-    bool strided_vector = false, others_nonzero = false;
+    bool strided_vector = false, others_nonzero = false, rest_fits = true;
   };
   View view[21];
 };

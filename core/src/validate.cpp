@@ -371,7 +371,7 @@ bool Validator::run_step(const StepPlan& plan) const {
     if (n == 0 || !pv.others_nonzero) continue;
     const std::uintptr_t lo = reinterpret_cast<std::uintptr_t>(t.data);
     std::int64_t elems = 0, bytes = 0;
-    if (t.data == nullptr || lo % std::uintptr_t(pv.es) != 0 ||
+    if (!pv.rest_fits || t.data == nullptr || lo % std::uintptr_t(pv.es) != 0 ||
         !mul_fits(n - 1, t.stride[0], &elems) || !add_fits(elems, pv.rest_elems, &elems) ||
         !mul_fits(elems, pv.es, &bytes) ||
         lo > std::numeric_limits<std::uintptr_t>::max() - std::uintptr_t(bytes))
@@ -449,10 +449,14 @@ void fill_step_plan(StepPlan* plan, const Arguments& validated) noexcept {
     pv.es = std::int64_t(size_of(t.dtype));
     pv.strided_vector = t.rank == 1 && t.stride[0] != 1;
     pv.others_nonzero = t.rank > 0;
-    pv.rest_elems = 1;  // fits: the validated view's span does
+    pv.rest_elems = 1;
+    pv.rest_fits = true;
     for (int k = 1; k < t.rank; ++k) {
       pv.others_nonzero = pv.others_nonzero && t.extent[k] > 0;
-      if (t.extent[k] > 0) pv.rest_elems += (t.extent[k] - 1) * t.stride[k];
+      std::int64_t term = 0;
+      if (t.extent[k] > 0 && !(mul_fits(t.extent[k] - 1, t.stride[k], &term) &&
+                               add_fits(pv.rest_elems, term, &pv.rest_elems)))
+        pv.rest_fits = false;
     }
   }
 }
