@@ -286,6 +286,15 @@ constexpr Order kOverlapOrder =
     order_by([](const ViewSpec&) { return true; },
              [](const ViewSpec& s) { return is_written(s.role) ? 0 : 1; }, 2);
 
+// The scalars, in the overlap rule's order.
+constexpr Order scalar_order() {
+  Order o;
+  for (std::size_t i = 0; i < kOverlapOrder.size; ++i)
+    if (is_scalar(kViews[kOverlapOrder.view[i]].role)) o.view[o.size++] = kOverlapOrder.view[i];
+  return o;
+}
+constexpr Order kScalarOrder = scalar_order();
+
 // The extents walk's rules in order: dims that must equal a size, and sizes
 // whose own rule is checked in the walk; `step`: only those on sizes a step
 // may change.
