@@ -44,8 +44,7 @@ Result validate(const Arguments& args, Backend backend) noexcept {
   const detail::BackendOps* ops = nullptr;
   Result r = detail::select_backend(backend, &ops);
   if (!r.ok()) return r;
-  detail::LaunchParams p;
-  return detail::lower(args, &p);
+  return detail::validate_arguments(args);
 }
 
 Result run(const Arguments& args, Backend backend) noexcept {
