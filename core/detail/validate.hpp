@@ -1,4 +1,4 @@
-// Validation: every host-side rule of the contract (README.md), and a
+// Validation: every host-side rule of the contract (docs/CONTRACT.md), and a
 // prepared call's re-check of a step. Lowering (lower.hpp) runs these first.
 #pragma once
 
