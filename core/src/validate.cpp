@@ -384,9 +384,11 @@ bool Validator::run_step(const StepPlan& plan) const {
   // themselves; the per-token ones' holds up to the plan's token count.
   const bool self_ok = walk<OverlapViews::kOutputs>([&](auto i) {
     constexpr std::size_t k = decltype(i)::value;
-    if constexpr (per_token(kViews[kOverlapOrder.view[k]]))
+    if constexpr (per_token(kViews[kOverlapOrder.view[k]])) {
       return v.view[k]->extent[0] <= plan.self_checked_tokens || self_disjoint(*v.view[k]);
-    return true;
+    } else {
+      return true;
+    }
   });
   return self_ok && overlap_rule(v, spans, 0).ok();
 }
@@ -420,8 +422,11 @@ bool same_except_step(const Arguments& a, const Arguments& b) {
     return false;
   const bool views = walk<kNumViews>([&](auto i) {
     constexpr const ViewSpec& s = kViews[decltype(i)::value];
-    if constexpr (is_scalar(s.role)) return true;
-    return same_view(view_in(a, s), view_in(b, s), size_spec(s.dim[0].size).per_step);
+    if constexpr (is_scalar(s.role)) {
+      return true;
+    } else {
+      return same_view(view_in(a, s), view_in(b, s), size_spec(s.dim[0].size).per_step);
+    }
   });
   return views && same_scale(a.q_scale, b.q_scale) && same_scale(a.k_scale, b.k_scale) &&
          same_scale(a.v_scale, b.v_scale) && a.checked.enabled == b.checked.enabled &&
