@@ -4,7 +4,7 @@
 #include <atomic>
 
 #include "backends/backend.hpp"
-#include "detail/lower.hpp"
+#include "detail/result.hpp"
 
 namespace ropekv {
 namespace detail {

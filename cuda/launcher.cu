@@ -24,7 +24,7 @@
 #include "backends/backend.hpp"
 #include "cuda/launcher.hpp"
 #include "detail/dispatch.hpp"
-#include "detail/lower.hpp"
+#include "detail/result.hpp"
 
 namespace ropekv {
 namespace detail {

@@ -7,7 +7,7 @@
 #include <exception>
 
 #include "backends/backend.hpp"
-#include "detail/lower.hpp"
+#include "detail/result.hpp"
 #include "detail/params.hpp"
 #include "host/isa.hpp"
 #include "host/threads.hpp"
