@@ -217,7 +217,8 @@ const void* vec_kernel(const LaunchParams& p) {
         default: break;
       }
     }
-    return reinterpret_cast<const void*>(&fused_decode_kernel<In, Out, Cos, kR, kN, kDv, kIndexAny>);
+    return reinterpret_cast<const void*>(
+        &fused_decode_kernel<In, Out, Cos, kR, kN, kDv, kIndexAny>);
   }
   (void)p;
   return reinterpret_cast<const void*>(&fused_vec_kernel<In, Out, Cos, kR, kN, kDv>);

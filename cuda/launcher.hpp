@@ -48,8 +48,9 @@ Error launch_prepared(const PreparedLaunch& l) noexcept;
 // Overrides of the launcher's rules, for measurements only (the library
 // itself never sets them). 0 = the rule.
 struct Tuning {
-  int decode = 0;       // 1: the decode kernel wherever it can run; -1: never
-  int pdl_trigger = 0;  // vector kernels under PDL: 1: let dependents launch at block start; -1: at exit
+  int decode = 0;  // 1: the decode kernel wherever it can run; -1: never
+  int pdl_trigger =
+      0;  // vector kernels under PDL: 1: let dependents launch at block start; -1: at exit
 };
 void set_tuning(const Tuning& t) noexcept;
 Tuning tuning() noexcept;

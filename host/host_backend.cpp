@@ -7,8 +7,8 @@
 #include <exception>
 
 #include "backends/backend.hpp"
-#include "detail/result.hpp"
 #include "detail/params.hpp"
+#include "detail/result.hpp"
 #include "host/isa.hpp"
 #include "host/threads.hpp"
 
@@ -28,8 +28,7 @@ bool run_token(const LaunchParams& p, const RowFns& fns, const Divisors& d, std:
   const char* cs = p.cos_sin + plan.pos * p.cos_row_stride * p.cos.bytes;
   const std::int64_t in = p.in.bytes, qo = p.q_out.bytes, cd = p.cache.bytes;
   for (std::int64_t h = 0; h < p.num_q_heads; ++h) {
-    fns.q_rope(p.q_rope.row(t, h, in), p.q_rope_out.row(t, h, qo), cs, p.rotary_dim, p.style,
-               d.q);
+    fns.q_rope(p.q_rope.row(t, h, in), p.q_rope_out.row(t, h, qo), cs, p.rotary_dim, p.style, d.q);
     if (p.nope_dim > 0)
       fns.q_copy(p.q_nope.row(t, h, in), p.q_nope_out.row(t, h, qo), p.nope_dim, d.q);
   }

@@ -17,11 +17,12 @@
 #pragma GCC optimize("no-trapping-math")
 #endif
 
+#include "host/isa.hpp"
+
 #include <cstdlib>
 #include <string>
 
 #include "detail/dispatch.hpp"
-#include "host/isa.hpp"
 #include "host/rows.hpp"
 
 namespace ropekv {
@@ -82,8 +83,9 @@ RowFns select_rows(const LaunchParams& p) {
       });
     };
     dispatch<DTypeList<kIn, DType::kFloat32>>(p.cos.dtype, pick_rope);
-    dispatch<OutputDTypes>(p.q_out.dtype,
-                           [&](auto out) { fns.q_copy = &Isa::template copy<kIn, decltype(out)::value>; });
+    dispatch<OutputDTypes>(p.q_out.dtype, [&](auto out) {
+      fns.q_copy = &Isa::template copy<kIn, decltype(out)::value>;
+    });
     dispatch<OutputDTypes>(p.cache.dtype, [&](auto out) {
       fns.kv_copy = &Isa::template copy<kIn, decltype(out)::value>;
     });

@@ -121,14 +121,14 @@ ROPEKV_HOST_INLINE void fast_token(const LaunchParams& p, const Divisors& d, std
   // head in memory, which the hardware prefetchers follow.
   constexpr std::int64_t kIn = sizeof(I), kOut = sizeof(O);
   for (std::int64_t h = 0; h < p.num_q_heads; ++h) {
-    rope_row<In, Out, DType::kFloat32, R>(p.q_rope.row(t, h, kIn), p.q_rope_out.row(t, h, kOut),
-                                          cs, R, Style, d.q);
+    rope_row<In, Out, DType::kFloat32, R>(p.q_rope.row(t, h, kIn), p.q_rope_out.row(t, h, kOut), cs,
+                                          R, Style, d.q);
     if (n > 0) copy_row<In, Out>(p.q_nope.row(t, h, kIn), p.q_nope_out.row(t, h, kOut), n, d.q);
   }
   for (std::int64_t h = 0; h < p.num_kv_heads; ++h) {
     rope_row<In, Out, DType::kFloat32, R>(p.k_rope.row(t, h, kIn),
-                                          p.k_cache_rope.row(plan.page, plan.entry, h, kOut), cs,
-                                          R, Style, d.k);
+                                          p.k_cache_rope.row(plan.page, plan.entry, h, kOut), cs, R,
+                                          Style, d.k);
     if (n > 0)
       copy_row<In, Out>(p.k_nope.row(t, h, kIn), p.k_cache_nope.row(plan.page, plan.entry, h, kOut),
                         n, d.k);

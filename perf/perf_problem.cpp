@@ -222,10 +222,8 @@ ropekv::Arguments make_arguments(const Shape& s, const Batch& b, const Buffers& 
     ci.form = Addressing::kPageTable;
     ci.batch_indices = make_vector(buf.batch_indices, DType::kInt32, nnz);
     ci.kv_positions = make_vector(buf.kv_positions, DType::kInt32, nnz);
-    ci.kv_indptr =
-        make_vector(buf.kv_indptr, DType::kInt32, std::int64_t(b.kv_indptr.size()));
-    ci.kv_indices =
-        make_vector(buf.kv_indices, DType::kInt32, std::int64_t(b.kv_indices.size()));
+    ci.kv_indptr = make_vector(buf.kv_indptr, DType::kInt32, std::int64_t(b.kv_indptr.size()));
+    ci.kv_indices = make_vector(buf.kv_indices, DType::kInt32, std::int64_t(b.kv_indices.size()));
     a.positions = ci.kv_positions;
   } else {
     a.positions = make_vector(buf.positions, DType::kInt64, nnz);

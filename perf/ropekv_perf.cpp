@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -362,8 +362,10 @@ void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
   const bool decode = nnz <= 256;
   if (decode && canonical) {
     for (bool pt : {false, true})
-      for (bool hot : {false, true}) register_cuda(s, nnz, mk(GpuKind::kFloor, pt, hot, false, false));
-    for (bool hot : {false, true}) register_cuda(s, nnz, mk(GpuKind::kUnfused, false, hot, false, false));
+      for (bool hot : {false, true})
+        register_cuda(s, nnz, mk(GpuKind::kFloor, pt, hot, false, false));
+    for (bool hot : {false, true})
+      register_cuda(s, nnz, mk(GpuKind::kUnfused, false, hot, false, false));
     if (nnz >= 64) register_cuda(s, nnz, mk(GpuKind::kCopy, false, false, false, false));
     for (bool pt : {false, true})
       for (bool hot : {false, true}) {

@@ -36,8 +36,8 @@ struct GpuMemory {
     check(Api::synchronize(), "device synchronize");
   }
   static const BackendMemory& get(const char* name, const char* why_unavailable) {
-    static const BackendMemory m = {Api::kBackend, name,     &available, why_unavailable, &alloc,
-                                    &release,      &upload,  &download,  &synchronize};
+    static const BackendMemory m = {Api::kBackend, name,    &available, why_unavailable, &alloc,
+                                    &release,      &upload, &download,  &synchronize};
     return m;
   }
 };

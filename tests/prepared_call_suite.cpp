@@ -131,8 +131,7 @@ TEST_P(PreparedCallSuite, BadStepsReportWhatValidateReports) {
        [](Arguments& a, unsigned char*) { a.q_rope_out.data = a.k_cache_rope.data; }},
       {"V cache over the K cache",
        [](Arguments& a, unsigned char*) { a.v_cache.data = a.k_cache_rope.data; }},
-      {"negative token count",
-       [](Arguments& a, unsigned char*) { a = first_tokens(a, -1); }},
+      {"negative token count", [](Arguments& a, unsigned char*) { a = first_tokens(a, -1); }},
   };
   // A bad step: it reports what validate() reports and writes nothing.
   const auto reports_what_validate_reports = [&](const Arguments& a) {

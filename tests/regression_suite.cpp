@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "host/threads.hpp"
 #include "detail/lower.hpp"
 #include "detail/params.hpp"
+#include "host/threads.hpp"
 #include "oracle.hpp"
 #include "ropekv/ropekv.hpp"
 #include "test_calls.hpp"

@@ -28,10 +28,10 @@ class Issue11 : public ::testing::TestWithParam<ropekv_test::RegressionParam> {}
 // PreparedCall's suite (prepared_call_suite.cpp), instantiated alongside.
 class PreparedCallSuite : public ::testing::TestWithParam<ropekv_test::RegressionParam> {};
 
-#define ROPEKV_INSTANTIATE_REGRESSION_SUITE(Prefix, memory_fn)                                \
-  INSTANTIATE_TEST_SUITE_P(Prefix, Issue11,                                                   \
-                           ::testing::Values(::ropekv_test::RegressionParam{&memory_fn}),     \
-                           ::ropekv_test::regression_name);                                   \
-  INSTANTIATE_TEST_SUITE_P(Prefix, PreparedCallSuite,                                         \
-                           ::testing::Values(::ropekv_test::RegressionParam{&memory_fn}),     \
+#define ROPEKV_INSTANTIATE_REGRESSION_SUITE(Prefix, memory_fn)                            \
+  INSTANTIATE_TEST_SUITE_P(Prefix, Issue11,                                               \
+                           ::testing::Values(::ropekv_test::RegressionParam{&memory_fn}), \
+                           ::ropekv_test::regression_name);                               \
+  INSTANTIATE_TEST_SUITE_P(Prefix, PreparedCallSuite,                                     \
+                           ::testing::Values(::ropekv_test::RegressionParam{&memory_fn}), \
                            ::ropekv_test::regression_name)

@@ -77,9 +77,10 @@ void run_sweep(const char* name) {
   sweep<Out><<<1024, 256>>>(0ull, 1ull << 32, m, has_hw);
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::printf("[ fp8 hw ] %s: hardware path %s, %llu of 2^32 float32 patterns differ from the "
-              "software encoder\n",
-              name, *has_hw == 1 ? "present" : "absent", m->count);
+  std::printf(
+      "[ fp8 hw ] %s: hardware path %s, %llu of 2^32 float32 patterns differ from the "
+      "software encoder\n",
+      name, *has_hw == 1 ? "present" : "absent", m->count);
   EXPECT_NE(*has_hw, -1) << "sweep kernel did not run";
   EXPECT_EQ(m->count, 0ull) << "first mismatch: float bits 0x" << std::hex << m->first_bits
                             << " hw 0x" << m->hw << " sw 0x" << m->sw;
@@ -97,9 +98,10 @@ TEST(CudaFp8Hardware, RawNanCodes) {
   raw_nan<<<1, 1>>>(out);
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::printf("[ fp8 hw ] raw cvt of NaN: e4m3 +NaN 0x%02x, -NaN 0x%02x; e5m2 +NaN 0x%02x, "
-              "-NaN 0x%02x (the library encodes every NaN as +NaN: 0x%02x / 0x%02x)\n",
-              out[0], out[1], out[2], out[3], rd::kNanE4M3FN, rd::kNanE5M2);
+  std::printf(
+      "[ fp8 hw ] raw cvt of NaN: e4m3 +NaN 0x%02x, -NaN 0x%02x; e5m2 +NaN 0x%02x, "
+      "-NaN 0x%02x (the library encodes every NaN as +NaN: 0x%02x / 0x%02x)\n",
+      out[0], out[1], out[2], out[3], rd::kNanE4M3FN, rd::kNanE5M2);
   EXPECT_EQ(out[0], unsigned(rd::kNanE4M3FN));
   EXPECT_EQ(out[2], unsigned(rd::kNanE5M2));
   cudaFree(out);
@@ -146,9 +148,10 @@ TEST(CudaScaleDivision, AllFloat32MatchIeeeDivision) {
     tf += c[0];
     t8 += c[1];
   }
-  std::printf("[ division ] GPU: %d scales x 2^32 inputs: %llu float differences outside "
-              "underflow/overflow, %llu FP8 code differences\n",
-              ropekv_test::kNumDivisionScales, tf, t8);
+  std::printf(
+      "[ division ] GPU: %d scales x 2^32 inputs: %llu float differences outside "
+      "underflow/overflow, %llu FP8 code differences\n",
+      ropekv_test::kNumDivisionScales, tf, t8);
   cudaFree(c);
 }
 

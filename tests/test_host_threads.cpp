@@ -148,9 +148,8 @@ void check_split_equals_chunked(const Case& c) {
 }
 
 TEST(HostThreads, FastPathSplitEqualsChunked) {
-  check_split_equals_chunked(
-      {"bf16->e4m3fn NeoX R 128", DType::kBFloat16, DType::kFloat8E4M3FN, RopeStyle::kNeox, 16, 4,
-       128, 128});
+  check_split_equals_chunked({"bf16->e4m3fn NeoX R 128", DType::kBFloat16, DType::kFloat8E4M3FN,
+                              RopeStyle::kNeox, 16, 4, 128, 128});
 }
 
 TEST(HostThreads, RowPathSplitEqualsChunked) {

@@ -89,9 +89,7 @@ struct ScaleParam {
   // The quantization step of scale value s in this convention.
   ROPEKV_HD ScaleDivisor divisor_of(float s) const { return make_divisor(s, convention); }
   // Of the scale itself (device code: after the dependency wait).
-  ROPEKV_HD ScaleDivisor divisor() const {
-    return divisor_of(device != nullptr ? *device : value);
-  }
+  ROPEKV_HD ScaleDivisor divisor() const { return divisor_of(device != nullptr ? *device : value); }
 };
 
 // ------------------------------------------------------------- launch parameters
@@ -118,7 +116,7 @@ struct LaunchParams {
 
   IndexArray positions;
   Addressing addressing = Addressing::kSlotMapping;
-  IndexArray slot_mapping;                                     // kSlotMapping
+  IndexArray slot_mapping;                                        // kSlotMapping
   IndexArray kv_indices, kv_indptr, batch_indices, kv_positions;  // kPageTable
   std::int64_t batch_size = 0, num_kv_indices = 0;
 

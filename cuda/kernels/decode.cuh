@@ -114,9 +114,9 @@ __device__ __forceinline__ PageEntry page_of(const FixedIndex<kForm>& p, std::in
 }
 template <int kForm>
 __device__ __forceinline__ FixedIndex<kForm> fixed_index(const DecodeParams& p) {
-  return FixedIndex<kForm>{{p.slot_mapping.data}, {p.batch_indices.data}, {p.kv_positions.data},
-                           {p.positions.data},    {p.kv_indptr.data},     {p.kv_indices.data},
-                           p.page_shift,          p.page_size};
+  return FixedIndex<kForm>{
+      {p.slot_mapping.data}, {p.batch_indices.data}, {p.kv_positions.data}, {p.positions.data},
+      {p.kv_indptr.data},    {p.kv_indices.data},    p.page_shift,          p.page_size};
 }
 
 // Token t's index entries and, once loaded, its plan, in form kForm.

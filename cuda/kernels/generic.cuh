@@ -71,7 +71,9 @@ __device__ __forceinline__ void store_as(char* base, DType d, std::int64_t i, fl
     switch (d) {
       case DType::kFloat8E4M3FN: store_in<DType::kFloat8E4M3FN, kIeee>(base, i, v, scale); break;
       case DType::kFloat8E5M2: store_in<DType::kFloat8E5M2, kIeee>(base, i, v, scale); break;
-      case DType::kFloat8E4M3FNUZ: store_in<DType::kFloat8E4M3FNUZ, kIeee>(base, i, v, scale); break;
+      case DType::kFloat8E4M3FNUZ:
+        store_in<DType::kFloat8E4M3FNUZ, kIeee>(base, i, v, scale);
+        break;
       case DType::kBFloat16: store_in<DType::kBFloat16, kIeee>(base, i, v, scale); break;
       case DType::kFloat16: store_in<DType::kFloat16, kIeee>(base, i, v, scale); break;
       default: store_in<DType::kFloat32, kIeee>(base, i, v, scale); break;
@@ -140,8 +142,8 @@ __device__ __forceinline__ void generic_tokens(const LaunchParams& p, const Divi
       } else {
         const std::int64_t h = r - p.num_q_heads - p.num_kv_heads;
         generic_row<In, Out, kCosF32, kIeee>(p, nullptr, nullptr, p.v.row(t, h, in_es),
-                                             p.v_cache.row(plan.page, plan.entry, h, c_es),
-                                             p.v_dim, p.cache.dtype, cs, d.v, lane);
+                                             p.v_cache.row(plan.page, plan.entry, h, c_es), p.v_dim,
+                                             p.cache.dtype, cs, d.v, lane);
       }
     }
   }

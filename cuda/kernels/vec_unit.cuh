@@ -350,8 +350,7 @@ __device__ __forceinline__ void encode_unit(RopeStyle style, bool rotary, ScaleD
 #pragma unroll
       for (int e = 0; e < kPairs; ++e) {
         const RotatedPair r0 = rotate_pair(a[2 * e], a[2 * e + 1], cv[e], sv[e]);
-        const RotatedPair r1 =
-            rotate_pair(b[2 * e], b[2 * e + 1], cv[kPairs + e], sv[kPairs + e]);
+        const RotatedPair r1 = rotate_pair(b[2 * e], b[2 * e + 1], cv[kPairs + e], sv[kPairs + e]);
         ya[2 * e] = r0.y;
         ya[2 * e + 1] = r0.yp;
         yb[2 * e] = r1.y;

@@ -135,9 +135,9 @@ ropekv::Scale Translator::scale(const OptTensor& t, double value, const char* na
     return multiply ? ropekv::Scale::host_multiplier(f) : ropekv::Scale::host(f);
   }
   check_device(*t, name);
-  TORCH_CHECK_VALUE(t->scalar_type() == at::ScalarType::Float && t->numel() == 1, "ropekv: ",
-                    name, " must be a float32 tensor of one element, got ", t->scalar_type(),
-                    " with ", t->numel(), " elements");
+  TORCH_CHECK_VALUE(t->scalar_type() == at::ScalarType::Float && t->numel() == 1, "ropekv: ", name,
+                    " must be a float32 tensor of one element, got ", t->scalar_type(), " with ",
+                    t->numel(), " elements");
   const float* p = static_cast<const float*>(addr_.of(*t));
   return multiply ? ropekv::Scale::on_device_multiplier(p) : ropekv::Scale::on_device(p);
 }

@@ -19,9 +19,7 @@ DType dtype_named(const char* name) {
   return DType::kInvalid;
 }
 
-Scale scale(float s, int multiply) {
-  return multiply ? Scale::host_multiplier(s) : Scale::host(s);
-}
+Scale scale(float s, int multiply) { return multiply ? Scale::host_multiplier(s) : Scale::host(s); }
 
 int finish(const Arguments& a, char* message, int message_size) {
   const Result r = run(a, Backend::kHost);
@@ -42,16 +40,16 @@ int ropekv_ref_gqa(const void* qkv, const char* in_dtype, std::int64_t nnz, std:
                    std::int64_t num_pages, std::int64_t page_size, const void* cos_sin,
                    const char* cos_sin_dtype, std::int64_t max_pos, const std::int64_t* positions,
                    const std::int64_t* slots, const std::int32_t* kv_indices,
-                   std::int64_t num_kv_indices, const std::int32_t* kv_indptr,
-                   std::int64_t batch, const std::int32_t* batch_indices,
-                   const std::int32_t* kv_positions, float q_scale, float k_scale, float v_scale,
-                   int multiply, char* message, int message_size) {
+                   std::int64_t num_kv_indices, const std::int32_t* kv_indptr, std::int64_t batch,
+                   const std::int32_t* batch_indices, const std::int32_t* kv_positions,
+                   float q_scale, float k_scale, float v_scale, int multiply, char* message,
+                   int message_size) {
   Arguments a;
   a.rope_style = interleaved ? RopeStyle::kInterleaved : RopeStyle::kNeox;
   set_inputs(a, fused_qkv_views(const_cast<void*>(qkv), dtype_named(in_dtype), nnz, hq, hk, d, r));
   set_query_output(a, split_heads(q_out, dtype_named(q_dtype), nnz, hq, d, r));
-  set_kv_cache(a, nhd_kv_cache(k_cache, v_cache, dtype_named(cache_dtype), num_pages, page_size,
-                               hk, d, r));
+  set_kv_cache(
+      a, nhd_kv_cache(k_cache, v_cache, dtype_named(cache_dtype), num_pages, page_size, hk, d, r));
   const std::int64_t cs[2] = {max_pos, r};
   a.cos_sin_cache = make_contiguous(const_cast<void*>(cos_sin), dtype_named(cos_sin_dtype), 2, cs);
   a.positions = make_vector(const_cast<std::int64_t*>(positions), DType::kInt64, nnz);
@@ -91,8 +89,8 @@ int ropekv_ref_mla(const void* q, const void* kv_a, const char* in_dtype, std::i
   const HeadViews qo = mla_query_views(q_out, dtype_named(q_dtype), nnz, h, latent, rope);
   a.q_rope_out = qo.rope;
   a.q_nope_out = qo.nope;
-  set_kv_cache(a, mla_cache_single(cache, dtype_named(cache_dtype), num_pages, page_size, latent,
-                                   rope));
+  set_kv_cache(
+      a, mla_cache_single(cache, dtype_named(cache_dtype), num_pages, page_size, latent, rope));
   const std::int64_t cs[2] = {max_pos, rope};
   a.cos_sin_cache = make_contiguous(const_cast<void*>(cos_sin), DType::kFloat32, 2, cs);
   a.positions = make_vector(const_cast<std::int64_t*>(positions), DType::kInt64, nnz);
