@@ -33,6 +33,15 @@ def _fp8_name(quantize_dtype: Union[None, str, torch.dtype]) -> str:
     return "fp8_e5m2" if quantize_dtype == e5m2 else "fp8_e4m3"
 
 
+def _out_dtype(quantize_dtype: Union[None, str, torch.dtype]) -> torch.dtype:
+    """The dtype of query outputs the wrapper allocates: the float8 dtype of the
+    format, or uint8 (FP8 codes) on a torch without float8 dtypes."""
+    if isinstance(quantize_dtype, torch.dtype):
+        return quantize_dtype
+    name = "float8_e5m2" if _fp8_name(quantize_dtype) == "fp8_e5m2" else "float8_e4m3fn"
+    return getattr(torch, name, torch.uint8)
+
+
 def rope_quantize_fp8_append_paged_kv_cache(
     q_rope: torch.Tensor,
     k_rope: torch.Tensor,
@@ -70,11 +79,8 @@ def rope_quantize_fp8_append_paged_kv_cache(
     nnz, num_heads = q_rope.shape[0], q_rope.shape[1]
     if quantize_dtype is None and q_rope_out is not None:
         quantize_dtype = q_rope_out.dtype
-    fp8 = getattr(torch, "float8_e4m3fn", None)
     if q_rope_out is None or q_nope_out is None:
-        out_dtype = quantize_dtype if isinstance(quantize_dtype, torch.dtype) else fp8
-        if out_dtype is None:
-            out_dtype = torch.uint8  # torch 1.x: FP8 codes in uint8
+        out_dtype = _out_dtype(quantize_dtype)
         if q_rope_out is None:
             q_rope_out = torch.empty(q_rope.shape, dtype=out_dtype, device=q_rope.device)
         if q_nope_out is None:
