@@ -13,12 +13,16 @@
 //  * resident_per_sm: blocks per multiprocessor per (kernel, block, device),
 //    shared under a mutex, plus each thread's last answer (same key); its
 //    miss also makes the dynamic shared-memory opt-in (cudaFuncSetAttribute
-//    applies to the current device), which per (kernel, device) only rises.
+//    applies to the current device), which per (kernel, device) only rises;
+//  * each thread's last launch decision, keyed by the device among all else
+//    the decision reads (prepare_launch).
 // The tuning overrides are process-wide (measurements only). Tested by
 // tests/test_cuda_multidevice.cu.
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 #include "backends/backend.hpp"
@@ -409,25 +413,21 @@ ResidentCacheProbe probe_resident_cache(const void* kernel, unsigned block, int 
   return probe;
 }
 
-Result prepare_launch(const LaunchParams& p, PreparedLaunch* out) noexcept {
-  int dev = 0;
-  if (current_device(&dev) != kSuccess) {
-    (void)last_error();
-    return make_result(Status::kErrorNoDevice, "%s backend: no current device", kVendorName);
-  }
+namespace {
+
+// The launch decision for p on `dev`: path, kernel, grid, block, dynamic
+// shared memory and geometry (not the call's own fields: stream, params,
+// decode parameters).
+void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& l) {
   const int sms = sm_count(dev);
-  const Tuning tune = tuning();
-  PreparedLaunch& l = *out;
-  l.stream = static_cast<Stream>(p.stream);
-  l.pdl = p.pdl;
   l.smem = 0;
+  l.geometry = VecGeometry{};
   if (!vector_eligible(p)) {
-    l.params = &p;
     l.path = Path::kGeneric;
     l.kernel = reinterpret_cast<const void*>(pick_generic(p));
     l.grid = dim3(grid_for(std::uint64_t(p.nnz) * kGenericBlock, kGenericBlock, sms, 8));
     l.block = dim3(kGenericBlock);
-    return Result{};
+    return;
   }
   bool staged = false;
   VecGeometry g = geometry(p, sms, &staged);
@@ -444,11 +444,9 @@ Result prepare_launch(const LaunchParams& p, PreparedLaunch* out) noexcept {
       l.grid = dim3(chunks, unsigned(p.nnz));
       l.block = dim3(block);
       l.geometry = g;
-      l.decode = decode_params(p, g);
-      return Result{};
+      return;
     }
   }
-  l.params = &p;
   // Vector kernels: at most one wave of resident blocks, teams loop over
   // tokens (and prefetch the next token's indices). Large launches take the
   // staged kernel where the vendor has asynchronous copies (and it fits).
@@ -474,6 +472,78 @@ Result prepare_launch(const LaunchParams& p, PreparedLaunch* out) noexcept {
   l.grid = dim3(grid_for((std::uint64_t(p.nnz) + g.teams - 1) / g.teams, 1, sms, per_sm));
   l.block = dim3(block);
   l.geometry = g;
+}
+
+// Everything decide() reads: equal keys, equal decisions (the data
+// pointers enter only through vector_eligible's alignment verdict). No
+// padding: keys compare as bytes.
+struct DecisionKey {
+  std::int64_t nnz, num_q_heads, num_kv_heads, rotary_dim, nope_dim, v_dim;
+  std::int32_t dev, tune_decode, tune_trigger, page_shift;
+  std::int32_t in, q_out, cache, cos, addressing;
+  std::uint32_t flags;  // vector-eligible, checked, and the index arrays' widths
+};
+static_assert(std::has_unique_object_representations_v<DecisionKey>,
+              "DecisionKey must have no padding (compared with memcmp)");
+
+DecisionKey decision_key(const LaunchParams& p, int dev, const Tuning& tune) {
+  DecisionKey k;
+  k.nnz = p.nnz;
+  k.num_q_heads = p.num_q_heads;
+  k.num_kv_heads = p.num_kv_heads;
+  k.rotary_dim = p.rotary_dim;
+  k.nope_dim = p.nope_dim;
+  k.v_dim = p.v_dim;
+  k.dev = dev;
+  k.tune_decode = tune.decode;
+  k.tune_trigger = tune.pdl_trigger;
+  k.page_shift = p.page_shift;
+  k.in = std::int32_t(p.in.dtype);
+  k.q_out = std::int32_t(p.q_out.dtype);
+  k.cache = std::int32_t(p.cache.dtype);
+  k.cos = std::int32_t(p.cos.dtype);
+  k.addressing = std::int32_t(p.addressing);
+  k.flags = (vector_eligible(p) ? 1u : 0u) | (p.checked ? 2u : 0u) |
+            (p.slot_mapping.i64 ? 4u : 0u) | (p.positions.i64 ? 8u : 0u) |
+            (p.batch_indices.i64 ? 16u : 0u) | (p.kv_positions.i64 ? 32u : 0u) |
+            (p.kv_indptr.i64 ? 64u : 0u) | (p.kv_indices.i64 ? 128u : 0u);
+  return k;
+}
+
+}  // namespace
+
+Result prepare_launch(const LaunchParams& p, PreparedLaunch* out) noexcept {
+  int dev = 0;
+  if (current_device(&dev) != kSuccess) {
+    (void)last_error();
+    return make_result(Status::kErrorNoDevice, "%s backend: no current device", kVendorName);
+  }
+  // The calling thread's last decision, reused for a call that decides
+  // alike (an engine repeats its shapes: every layer of a step).
+  struct Last {
+    bool valid = false;
+    DecisionKey key;
+    PreparedLaunch launch;
+  };
+  thread_local Last last;
+  const DecisionKey key = decision_key(p, dev, tuning());
+  if (!last.valid || std::memcmp(&key, &last.key, sizeof key) != 0) {
+    const Tuning tune{key.tune_decode, key.tune_trigger};
+    decide(p, dev, tune, last.launch);
+    last.key = key;
+    last.valid = true;
+  }
+  PreparedLaunch& l = *out;
+  l.path = last.launch.path;
+  l.kernel = last.launch.kernel;
+  l.grid = last.launch.grid;
+  l.block = last.launch.block;
+  l.smem = last.launch.smem;
+  l.geometry = last.launch.geometry;
+  l.stream = static_cast<Stream>(p.stream);
+  l.pdl = p.pdl;
+  l.params = &p;
+  if (l.path == Path::kDecode) l.decode = decode_params(p, l.geometry);
   return Result{};
 }
 

@@ -406,10 +406,13 @@ struct OwnedStream {
 // queue). kCpuBareLaunch: a bare launch of the kernel run() launches.
 // kCpuRun: run(), with, in the same rounds of batches (one batch of each in
 // turn, so that a drift of the shared host CPU hits all alike), the bare
-// launch and the steps between: its counters are medians of the per-round
-// differences.
+// launch, the steps between and PreparedCall::run(): its counters are
+// medians of the per-round differences. "moving": the calls alternate
+// between two buffer sets of the same shape (every data pointer changes, as
+// in an engine whose activations move between steps).
 bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* error) {
   namespace gpu = ropekv::detail::gpu;
+  namespace detail = ropekv::detail;
   constexpr int kRounds = 21, kPerBatch = 200;
   OwnedStream owned;
   PERF_CUDA_TRY(cudaStreamCreateWithFlags(&owned.s, cudaStreamNonBlocking));
@@ -418,16 +421,31 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
   fused.kind = GpuKind::kFused;
   if (!check_output(dp, fused, stream, &out->check, error)) return false;
   const ropekv::Arguments a = case_arguments(dp, 0, c, stream);
+  const ropekv::Arguments a1 = case_arguments(dp, dp.sets > 1 ? 1 : 0, c, stream);
+  const ropekv::Arguments* moving[2] = {&a, &a1};
   gpu::PreparedLaunch l;
-  ropekv::detail::LaunchParams p;
-  ropekv::PreparedCall prepared(ropekv::Backend::kCuda);
-  if (!ropekv::detail::lower(a, &p).ok() || !gpu::prepare_launch(p, &l).ok() ||
-      !prepared.prepare(a).ok()) {
+  detail::LaunchParams p;
+  ropekv::PreparedCall prepared(ropekv::Backend::kCuda), prepared_moving(ropekv::Backend::kCuda);
+  std::unique_ptr<detail::StepPlan, void (*)(detail::StepPlan*)> plan(detail::new_step_plan(),
+                                                                      &detail::delete_step_plan);
+  if (!detail::lower(a, &p).ok() || !gpu::prepare_launch(p, &l).ok() || !prepared.prepare(a).ok() ||
+      !prepared_moving.prepare(a).ok() || plan == nullptr) {
     *error = "lowering or preparing the launch failed";
     return false;
   }
+  detail::fill_step_plan(plan.get(), a);
   out->path = gpu::to_string(l.path);
-  enum Variant { kBare, kDecide, kLower, kRun, kPrepared, kVariants };
+  enum Variant {
+    kBare,
+    kDecide,
+    kLower,
+    kRun,
+    kStepCheck,
+    kStepLower,
+    kPrepared,
+    kPreparedMoving,
+    kVariants
+  };
   const int variants = c.kind == GpuKind::kCpuRun ? kVariants : 1;
   std::vector<double> us[kVariants];
   for (int round = 0; round < kRounds + 1; ++round) {
@@ -443,19 +461,30 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
             break;
           }
           case kLower: {
-            ropekv::detail::LaunchParams p2;
+            detail::LaunchParams p2;
             gpu::PreparedLaunch l2;
-            ok = ropekv::detail::lower(a, &p2).ok() && gpu::prepare_launch(p2, &l2).ok() &&
+            ok = detail::lower(a, &p2).ok() && gpu::prepare_launch(p2, &l2).ok() &&
                  gpu::launch_prepared(l2) == cudaSuccess;
             break;
           }
           case kRun: ok = ropekv::run(a, ropekv::Backend::kCuda).ok(); break;
-          case kPrepared: ok = prepared.run(a).ok(); break;
+          case kStepCheck:
+            ok = detail::validate_step(*plan, a) && gpu::launch_prepared(l) == cudaSuccess;
+            break;
+          case kStepLower: {
+            detail::LaunchParams p2;
+            ok = detail::lower_step(*plan, a, &p2) && gpu::launch_prepared(l) == cudaSuccess;
+            break;
+          }
+          case kPrepared: ok = prepared.run(a).ok() && prepared.last_run_was_step(); break;
+          case kPreparedMoving:
+            ok = prepared_moving.run(*moving[i & 1]).ok() && prepared_moving.last_run_was_step();
+            break;
         }
       }
       const double t1 = thread_cpu_seconds();
       if (!ok) {
-        *error = "a timed call failed";
+        *error = "a timed call failed (or a prepared call did not take the step path)";
         return false;
       }
       PERF_CUDA_TRY(cudaStreamSynchronize(stream));
@@ -485,8 +514,12 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
                      {"lower_us", step(kLower, kDecide)},
                      {"api_us", step(kRun, kLower)},
                      {"cpu_over_launch_us", step(kRun, kBare)},
+                     {"step_check_us", step(kStepCheck, kBare)},
+                     {"step_lower_us", step(kStepLower, kStepCheck)},
                      {"prepared_us", median(us[kPrepared])},
-                     {"prepared_over_launch_us", step(kPrepared, kBare)}};
+                     {"prepared_over_launch_us", step(kPrepared, kBare)},
+                     {"prepared_moving_over_launch_us", step(kPreparedMoving, kBare)},
+                     {"moving_sets", dp.sets > 1 ? 2.0 : 1.0}};
   }
   out->working_set_mb = dp.set_bytes / 1e6;
   out->sets = 1;

@@ -26,15 +26,18 @@ struct StepPlan {
   // The query outputs do not overlap themselves for token counts up to this.
   std::int64_t self_checked_tokens = 0;
   // Per view of the overlap rule (argument_table.hpp, kOverlapOrder): element
-  // size, a rank-1 view whose stride is not 1 (contiguous only for <= 1
-  // element), every extent but the first > 0, and 1 + sum over dims k >= 1
-  // of (extent - 1) * stride, and whether that fits in int64 (it may not for
-  // a view prepared with no elements, whose span was not checked).
+  // size (a power of two: the dtype table's), a rank-1 view whose stride is not 1 (contiguous only
+  // for <= 1 element), every extent but the first > 0, and 1 + sum over dims k >= 1 of (extent - 1)
+  // * stride, and whether that fits in int64 (it may not for a view prepared with no elements,
+  // whose span was not checked).
   struct View {
     std::int64_t es = 0, rest_elems = 1;
     bool strided_vector = false, others_nonzero = false, rest_fits = true;
   };
   View view[21];
+  // The views present (rank > 0; a step keeps every rank), ascending.
+  std::uint8_t present[21] = {};
+  std::uint8_t num_present = 0;
 };
 // Null when out of memory.
 StepPlan* new_step_plan() noexcept;

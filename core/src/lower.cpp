@@ -10,12 +10,22 @@ namespace {
 
 bool is_fp8(DType d) { return dtype_info(d).quantized; }
 
+// A validated view holds an element (numel() > 0: its extents, none
+// negative, all above 0), without numel()'s overflow-checked product.
+bool has_elements(const TensorView& v) {
+  if (v.rank <= 0) return false;
+  for (int k = 0; k < v.rank; ++k)
+    if (v.extent[k] <= 0) return false;
+  return true;
+}
+
 // The launch parameters of arguments every rule accepted.
 void lower_accepted(const Arguments& a, LaunchParams* out) {
   const CacheIndex& ci = a.cache_index;
   const bool mla = a.kind == AttentionKind::kMla;
   const std::int64_t page_size = a.k_cache_rope.extent[1];
-  LaunchParams p;
+  LaunchParams& p = *out;  // filled in place: no copy of the ~700-byte struct
+  p = LaunchParams{};
   p.nnz = a.q_rope.extent[0];
   p.num_q_heads = a.q_rope.extent[1];
   p.num_kv_heads = a.k_rope.extent[1];
@@ -38,7 +48,7 @@ void lower_accepted(const Arguments& a, LaunchParams* out) {
   p.cos = element(a.cos_sin_cache.dtype);
   auto head = [](const TensorView& v) {
     HeadTensor h;
-    if (v.present() && v.numel() > 0) {
+    if (has_elements(v)) {
       h.data = static_cast<char*>(v.data);
       h.token_stride = v.stride[0];
       h.head_stride = v.stride[1];
@@ -47,7 +57,7 @@ void lower_accepted(const Arguments& a, LaunchParams* out) {
   };
   auto cache = [](const TensorView& v) {
     CacheTensor c;
-    if (v.present() && v.numel() > 0) {
+    if (has_elements(v)) {
       c.data = static_cast<char*>(v.data);
       for (int k = 0; k < 3; ++k) c.stride[k] = v.stride[k];
     }
@@ -91,7 +101,6 @@ void lower_accepted(const Arguments& a, LaunchParams* out) {
   p.stream = a.stream;
   p.pdl = a.programmatic_dependent_launch;
   p.early_indices = a.programmatic_dependent_launch && a.indices_ready_before_previous_kernel;
-  *out = p;
 }
 
 }  // namespace

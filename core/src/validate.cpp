@@ -357,21 +357,28 @@ Result Validator::check_overlaps() const {
   return overlap_rule(v, spans, OverlapViews::kOutputs);
 }
 
+static_assert(
+    [] {
+      for (const DTypeInfo& d : kDTypes)
+        if ((d.bytes & (d.bytes - 1)) != 0) return false;
+      return true;
+    }(),
+    "run_step tests alignment with a mask: element sizes must be powers of two");
 bool Validator::run_step(const StepPlan& plan) const {
   // Every view's data rules (null, alignment, span, end address) and span,
   // from the plan's shape and this step's data and extent 0.
   const OverlapViews v(a_, on_);
   Span spans[OverlapViews::kAll];
-  for (std::size_t i = 0; i < OverlapViews::kAll; ++i) {
+  for (std::size_t k = 0; k < plan.num_present; ++k) {
+    const std::size_t i = plan.present[k];
     const TensorView& t = *v.view[i];
     const StepPlan::View& pv = plan.view[i];
-    if (t.rank == 0) continue;
     const std::int64_t n = t.extent[0];
     if (n < 0 || (pv.strided_vector && n > 1)) return false;
     if (n == 0 || !pv.others_nonzero) continue;
     const std::uintptr_t lo = reinterpret_cast<std::uintptr_t>(t.data);
     std::int64_t elems = 0, bytes = 0;
-    if (!pv.rest_fits || t.data == nullptr || lo % std::uintptr_t(pv.es) != 0 ||
+    if (!pv.rest_fits || t.data == nullptr || (lo & std::uintptr_t(pv.es - 1)) != 0 ||
         !mul_fits(n - 1, t.stride[0], &elems) || !add_fits(elems, pv.rest_elems, &elems) ||
         !mul_fits(elems, pv.es, &bytes) ||
         lo > std::numeric_limits<std::uintptr_t>::max() - std::uintptr_t(bytes))
@@ -396,13 +403,22 @@ bool Validator::run_step(const StepPlan& plan) const {
 // ---- prepared calls
 // Equal dtype, rank, strides and extents; with `token_free`, extent 0 (a
 // token count or a page-table length) may differ.
-static_assert(sizeof(TensorView) == 80 && offsetof(TensorView, extent) == 16 &&
+static_assert(sizeof(TensorView) == 80 && offsetof(TensorView, dtype) == 8 &&
+                  offsetof(TensorView, rank) == 12 && offsetof(TensorView, extent) == 16 &&
                   offsetof(TensorView, stride) == 48,
               "TensorView's layout changed: update same_view");
-bool same_view(const TensorView& a, const TensorView& b, bool token_free) {
-  // extent[1..3] and stride[0..3]: 56 contiguous bytes.
-  return a.dtype == b.dtype && a.rank == b.rank && (token_free || a.extent[0] == b.extent[0]) &&
-         std::memcmp(&a.extent[1], &b.extent[1], 7 * sizeof(std::int64_t)) == 0;
+inline bool same_view(const TensorView& a, const TensorView& b, bool token_free) {
+  // dtype and rank, extents, strides: the 9 words after data (word 1:
+  // extent 0), compared without branches.
+  auto differ = [&](int k) {
+    std::uint64_t x, y;
+    std::memcpy(&x, reinterpret_cast<const char*>(&a.dtype) + 8 * k, 8);
+    std::memcpy(&y, reinterpret_cast<const char*>(&b.dtype) + 8 * k, 8);
+    return x ^ y;
+  };
+  std::uint64_t diff = differ(0) | (token_free ? 0 : differ(1));
+  for (int k = 2; k < 9; ++k) diff |= differ(k);
+  return diff == 0;
 }
 // Equal convention and, for a host scale, value; a device scale may move.
 bool same_scale(const Scale& a, const Scale& b) {
@@ -439,8 +455,9 @@ bool same_except_step(const Arguments& a, const Arguments& b) {
 
 Result validate_arguments(const Arguments& args) noexcept { return Validator(args).run(); }
 
-static_assert(sizeof(StepPlan::view) / sizeof(StepPlan::View) == OverlapViews::kAll,
-              "StepPlan::view: one entry per view of the overlap rule");
+static_assert(sizeof(StepPlan::view) / sizeof(StepPlan::View) == OverlapViews::kAll &&
+                  sizeof(StepPlan::present) == OverlapViews::kAll,
+              "StepPlan::view, present: one entry per view of the overlap rule");
 
 StepPlan* new_step_plan() noexcept { return new (std::nothrow) StepPlan; }
 
@@ -448,9 +465,11 @@ void fill_step_plan(StepPlan* plan, const Arguments& validated) noexcept {
   plan->prepared = validated;
   plan->self_checked_tokens = validated.q_rope.extent[0];
   const OverlapViews v(plan->prepared, Active(plan->prepared));
+  plan->num_present = 0;
   for (std::size_t i = 0; i < OverlapViews::kAll; ++i) {
     const TensorView& t = *v.view[i];
     StepPlan::View& pv = plan->view[i];
+    if (t.rank > 0) plan->present[plan->num_present++] = std::uint8_t(i);
     pv.es = std::int64_t(size_of(t.dtype));
     pv.strided_vector = t.rank == 1 && t.stride[0] != 1;
     pv.others_nonzero = t.rank > 0;

@@ -1,0 +1,113 @@
+// The launcher's per-thread decision cache (cuda/launcher.cu,
+// prepare_launch): a call reuses the last decision only when everything the
+// decision reads is the same, and the per-call fields (stream, data
+// pointers, scales) always come from the call. Decisions only: nothing is
+// launched, so the parameters point at made-up (aligned) addresses.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "cuda/launcher.hpp"
+#include "ropekv/ropekv.hpp"
+
+namespace {
+
+using namespace ropekv;
+namespace gpu = ropekv::detail::gpu;
+using detail::LaunchParams;
+
+// gpt-oss-120b TP8-like parameters: bf16 in, e4m3fn out, fp32 cos/sin, R = D
+// = 64, 8 query and 1 KV heads, NHD pages of 16, int64 slots and positions.
+LaunchParams params(std::int64_t nnz, std::uintptr_t base) {
+  LaunchParams p;
+  p.nnz = nnz;
+  p.num_q_heads = 8;
+  p.num_kv_heads = 1;
+  p.rotary_dim = 64;
+  p.v_dim = 64;
+  p.max_pos = 4096;
+  p.page_size = 16;
+  p.page_shift = 4;
+  p.num_pages = 1024;
+  p.in = {DType::kBFloat16, 2};
+  p.q_out = p.cache = {DType::kFloat8E4M3FN, 1};
+  p.cos = {DType::kFloat32, 4};
+  auto at = [base](std::uintptr_t off) { return reinterpret_cast<char*>(base + off); };
+  const std::int64_t row = (8 + 2) * 64;  // fused QKV, elements
+  p.q_rope = {at(0), row, 64};
+  p.k_rope = {at(8 * 64 * 2), row, 64};
+  p.v = {at(9 * 64 * 2), row, 64};
+  p.q_rope_out = {at(1 << 24), 8 * 64, 64};
+  p.k_cache_rope.data = at(2 << 24);
+  p.v_cache.data = at(3 << 24);
+  for (detail::CacheTensor* c : {&p.k_cache_rope, &p.v_cache}) {
+    c->stride[0] = 16 * 64;
+    c->stride[1] = 64;
+    c->stride[2] = 64;
+  }
+  p.cos_sin = at(4 << 24);
+  p.cos_row_stride = 64;
+  p.positions = {at(5 << 24), true};
+  p.slot_mapping = {at(6 << 24), true};
+  return p;
+}
+
+gpu::PreparedLaunch decide(const LaunchParams& p) {
+  gpu::PreparedLaunch l;
+  EXPECT_TRUE(gpu::prepare_launch(p, &l).ok());
+  return l;
+}
+
+TEST(CudaLauncher, DecisionCacheFollowsWhatTheDecisionReads) {
+  if (!backend_available(Backend::kCuda))
+    GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)";
+  const std::uintptr_t base = std::uintptr_t(1) << 32;
+  const LaunchParams small = params(8, base);
+  const gpu::PreparedLaunch first = decide(small);
+  ASSERT_EQ(first.path, gpu::Path::kDecode);
+
+  // The same decision again, with this call's own pointers, scales and stream.
+  LaunchParams moved = params(8, base + 4096);
+  moved.q_scale.value = 0.5f;
+  moved.stream = reinterpret_cast<void*>(std::uintptr_t(0x1230));
+  const gpu::PreparedLaunch again = decide(moved);
+  EXPECT_EQ(again.path, gpu::Path::kDecode);
+  EXPECT_EQ(again.kernel, first.kernel);
+  EXPECT_EQ(again.grid.y, first.grid.y);
+  EXPECT_EQ(again.params, &moved);
+  EXPECT_EQ(again.stream, reinterpret_cast<gpu::Stream>(moved.stream));
+  EXPECT_EQ(again.decode.src[0], moved.q_rope.data);
+  EXPECT_EQ(again.decode.dst[0], moved.q_rope_out.data);
+  EXPECT_EQ(again.decode.positions.data, moved.positions.data);
+  EXPECT_EQ(again.decode.div[0].recip, 2.0f);
+
+  // A query input one element off 16 bytes: not vector-eligible, the
+  // generic kernel, although nothing else changed.
+  LaunchParams misaligned = params(8, base);
+  misaligned.q_rope.data += 2;
+  EXPECT_EQ(decide(misaligned).path, gpu::Path::kGeneric);
+  EXPECT_EQ(decide(small).path, gpu::Path::kDecode);  // and back
+
+  // Another token count: another grid (and beyond the decode-sized launches,
+  // another path).
+  EXPECT_EQ(decide(params(9, base)).grid.y, 9u);
+  const gpu::PreparedLaunch large = decide(params(200000, base));
+  EXPECT_NE(large.path, gpu::Path::kDecode);
+  EXPECT_EQ(large.params->nnz, 200000);
+
+  // Index widths pick the decode kernel's index form.
+  LaunchParams narrow = params(8, base);
+  narrow.positions.i64 = false;
+  EXPECT_NE(decide(narrow).kernel, first.kernel);
+
+  // The measurement overrides enter the decision too.
+  gpu::Tuning t;
+  t.decode = -1;
+  gpu::set_tuning(t);
+  const gpu::Path without_decode = decide(small).path;
+  gpu::set_tuning(gpu::Tuning{});
+  EXPECT_EQ(without_decode, gpu::Path::kVector);
+  EXPECT_EQ(decide(small).path, gpu::Path::kDecode);
+}
+
+}  // namespace
