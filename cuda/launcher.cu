@@ -258,10 +258,9 @@ const void* pick_vec(const LaunchParams& p) {
   });
 }
 
-// The decode kernel's view of p (see DecodeParams); host scales become
-// divisors here, once per call.
-DecodeParams decode_params(const LaunchParams& p, const VecGeometry& g) {
-  DecodeParams d;
+// The decode kernel's view of p (see DecodeParams), every field written in
+// place; host scales become divisors here, once per call.
+void fill_decode_params(const LaunchParams& p, const VecGeometry& g, DecodeParams& d) {
   d.slot_mapping = p.slot_mapping;
   d.batch_indices = p.batch_indices;
   d.kv_positions = p.kv_positions;
@@ -310,7 +309,6 @@ DecodeParams decode_params(const LaunchParams& p, const VecGeometry& g) {
   q_rows(kNopeQ, p.q_nope, p.q_nope_out);
   cache_rows(kNopeK, p.k_nope, p.k_cache_nope);
   cache_rows(kValue, p.v, p.v_cache);
-  return d;
 }
 
 // The generic kernel for p's dtypes: the output dtype fixed when the query
@@ -360,13 +358,17 @@ void decode_blocks(std::uint32_t units, unsigned* block, unsigned* chunks) {
   return ok;
 }
 
+const PreparedLaunch* prepare_in_thread(const LaunchParams& p) noexcept;
+Result no_current_device() {
+  return make_result(Status::kErrorNoDevice, "%s backend: no current device", kVendorName);
+}
+
 [[maybe_unused]] Result gpu_launch(const LaunchParams& p) noexcept {
-  PreparedLaunch l;
-  Result r = prepare_launch(p, &l);
-  if (!r.ok()) return r;
+  const PreparedLaunch* l = prepare_in_thread(p);
+  if (l == nullptr) return no_current_device();
   // The vendor launch reports this launch's errors itself (cuda/vendor.hpp,
   // hip/vendor.hpp): no second query on success.
-  const Error err = launch_prepared(l);
+  const Error err = launch_prepared(*l);
   if (err != kSuccess) {
     (void)last_error();  // the error is reported here, not left for the caller's next query
     return make_result(Status::kErrorLaunchFailed, "%s backend: kernel launch failed: %s",
@@ -512,14 +514,18 @@ DecisionKey decision_key(const LaunchParams& p, int dev, const Tuning& tune) {
 
 }  // namespace
 
-Result prepare_launch(const LaunchParams& p, PreparedLaunch* out) noexcept {
+namespace {
+
+// The calling thread's launch of p: its last decision, reused for a call
+// that decides alike (an engine repeats its shapes: every layer of a step),
+// with this call's own fields filled in place. Valid until the thread's
+// next call; null without a current device.
+const PreparedLaunch* prepare_in_thread(const LaunchParams& p) noexcept {
   int dev = 0;
   if (current_device(&dev) != kSuccess) {
     (void)last_error();
-    return make_result(Status::kErrorNoDevice, "%s backend: no current device", kVendorName);
+    return nullptr;
   }
-  // The calling thread's last decision, reused for a call that decides
-  // alike (an engine repeats its shapes: every layer of a step).
   struct Last {
     bool valid = false;
     DecisionKey key;
@@ -527,23 +533,26 @@ Result prepare_launch(const LaunchParams& p, PreparedLaunch* out) noexcept {
   };
   thread_local Last last;
   const DecisionKey key = decision_key(p, dev, tuning());
+  PreparedLaunch& l = last.launch;
   if (!last.valid || std::memcmp(&key, &last.key, sizeof key) != 0) {
     const Tuning tune{key.tune_decode, key.tune_trigger};
-    decide(p, dev, tune, last.launch);
+    decide(p, dev, tune, l);
     last.key = key;
     last.valid = true;
   }
-  PreparedLaunch& l = *out;
-  l.path = last.launch.path;
-  l.kernel = last.launch.kernel;
-  l.grid = last.launch.grid;
-  l.block = last.launch.block;
-  l.smem = last.launch.smem;
-  l.geometry = last.launch.geometry;
   l.stream = static_cast<Stream>(p.stream);
   l.pdl = p.pdl;
   l.params = &p;
-  if (l.path == Path::kDecode) l.decode = decode_params(p, l.geometry);
+  if (l.path == Path::kDecode) fill_decode_params(p, l.geometry, l.decode);
+  return &l;
+}
+
+}  // namespace
+
+Result prepare_launch(const LaunchParams& p, PreparedLaunch* out) noexcept {
+  const PreparedLaunch* l = prepare_in_thread(p);
+  if (l == nullptr) return no_current_device();
+  *out = *l;
   return Result{};
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "detail/params.hpp"
 #include "ropekv/ropekv.hpp"
 
 namespace ropekv {
@@ -38,6 +39,12 @@ struct StepPlan {
   // The views present (rank > 0; a step keeps every rank), ascending.
   std::uint8_t present[21] = {};
   std::uint8_t num_present = 0;
+  // The overlap rule's pairs among them: (output, later view), in the
+  // rule's order.
+  std::uint8_t pair[120][2] = {};
+  std::uint8_t num_pairs = 0;
+  // A step's launch parameters (lower_step writes them in place).
+  LaunchParams lowered;
 };
 // Null when out of memory.
 StepPlan* new_step_plan() noexcept;
