@@ -110,17 +110,18 @@ int resident_per_sm(const void* kernel, unsigned block, std::size_t smem, int de
   return n;
 }
 
-bool aligned(const void* ptr, std::int64_t bytes) {
-  return reinterpret_cast<std::uintptr_t>(ptr) % std::uintptr_t(bytes) == 0;
+// The low address bits of a tensor's rows: of its data pointer and byte
+// strides (0 for an absent tensor); rows are `bytes`-aligned (a power of
+// two) when (bits & (bytes - 1)) == 0.
+std::uintptr_t row_bits(const HeadTensor& t, std::int64_t es) {
+  if (t.data == nullptr) return 0;
+  return reinterpret_cast<std::uintptr_t>(t.data) | std::uintptr_t(t.token_stride * es) |
+         std::uintptr_t(t.head_stride * es);
 }
-// Every row of a [nnz, H, dim] view starts `bytes`-aligned.
-bool rows_aligned(const HeadTensor& t, std::int64_t es, std::int64_t bytes) {
-  return t.data == nullptr || (aligned(t.data, bytes) && (t.token_stride * es) % bytes == 0 &&
-                               (t.head_stride * es) % bytes == 0);
-}
-bool rows_aligned(const CacheTensor& c, std::int64_t bytes) {
-  return c.data == nullptr || (aligned(c.data, bytes) && c.stride[0] % bytes == 0 &&
-                               c.stride[1] % bytes == 0 && c.stride[2] % bytes == 0);
+std::uintptr_t row_bits(const CacheTensor& c) {
+  if (c.data == nullptr) return 0;
+  return reinterpret_cast<std::uintptr_t>(c.data) | std::uintptr_t(c.stride[0]) |
+         std::uintptr_t(c.stride[1]) | std::uintptr_t(c.stride[2]);
 }
 
 // The vector path's conditions (see cuda/kernels/).
@@ -133,14 +134,16 @@ bool vector_eligible(const LaunchParams& p) {
   if ((p.num_q_heads + p.num_kv_heads) * (p.rotary_dim + p.nope_dim + p.v_dim) / kItem >=
       (std::int64_t(1) << 31))
     return false;
-  const std::int64_t in_es = 2;
-  for (const HeadTensor* t : {&p.q_rope, &p.q_nope, &p.k_rope, &p.k_nope, &p.v})
-    if (!rows_aligned(*t, in_es, 16)) return false;
-  for (const HeadTensor* t : {&p.q_rope_out, &p.q_nope_out})
-    if (!rows_aligned(*t, 1, 8)) return false;
-  for (const CacheTensor* c : {&p.k_cache_rope, &p.k_cache_nope, &p.v_cache})
-    if (!rows_aligned(*c, 8)) return false;
-  return aligned(p.cos_sin, 16) && (p.cos_row_stride * p.cos.bytes) % 16 == 0;
+  // Input rows (2-byte elements) and the cos/sin rows 16-byte aligned, output
+  // rows (1-byte codes) 8-byte aligned.
+  const std::uintptr_t in = row_bits(p.q_rope, 2) | row_bits(p.q_nope, 2) | row_bits(p.k_rope, 2) |
+                            row_bits(p.k_nope, 2) | row_bits(p.v, 2) |
+                            reinterpret_cast<std::uintptr_t>(p.cos_sin) |
+                            std::uintptr_t(p.cos_row_stride * p.cos.bytes);
+  const std::uintptr_t out = row_bits(p.q_rope_out, 1) | row_bits(p.q_nope_out, 1) |
+                             row_bits(p.k_cache_rope) | row_bits(p.k_cache_nope) |
+                             row_bits(p.v_cache);
+  return (in & 15u) == 0 && (out & 7u) == 0;
 }
 
 // Teams. Decode-sized launches (two-round teams for every token would fill
