@@ -14,7 +14,9 @@ struct BackendOps {
   // True when the backend can run now (device backends: a device is present).
   bool (*available)() noexcept;
   // Runs validated, lowered parameters. May return kErrorLaunchFailed.
-  Result (*launch)(const LaunchParams& params) noexcept;
+  // `state`: null, or the caller's (LaunchState), which the backend may use
+  // to keep its decision between the caller's launches.
+  Result (*launch)(const LaunchParams& params, LaunchState* state) noexcept;
 };
 
 // The registered backend for `id` (a concrete backend), or null if not compiled.
@@ -26,7 +28,8 @@ const BackendOps* find_backend(Backend id) noexcept;
 Result select_backend(Backend requested, const BackendOps** ops) noexcept;
 // run()'s last step, for lowered parameters: kErrorNoDevice without a
 // device, nothing for nnz == 0, else the backend's launch.
-Result launch_on(const BackendOps& ops, const LaunchParams& p) noexcept;
+Result launch_on(const BackendOps& ops, const LaunchParams& p,
+                 LaunchState* state = nullptr) noexcept;
 
 // Declared whatever the build (only registry.cpp names them, for the backends
 // compiled in): a backend's source then compiles to the same object in every

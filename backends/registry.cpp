@@ -95,13 +95,13 @@ Result select_backend(Backend requested, const BackendOps** ops) noexcept {
   return Result{};
 }
 
-Result launch_on(const BackendOps& ops, const LaunchParams& p) noexcept {
+Result launch_on(const BackendOps& ops, const LaunchParams& p, LaunchState* state) noexcept {
   // After the rules, so that run() and validate() report the same error for
   // bad arguments whether or not a device is present.
   if (!has_device(ops))
     return make_result(Status::kErrorNoDevice, "backend %s has no device", to_string(ops.id));
   if (p.nnz == 0) return Result{};
-  return ops.launch(p);
+  return ops.launch(p, state);
 }
 
 }  // namespace detail

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <type_traits>
 #include <vector>
 
@@ -262,56 +263,64 @@ const void* pick_vec(const LaunchParams& p) {
 }
 
 // The decode kernel's view of p (see DecodeParams), every field written in
-// place; host scales become divisors here, once per call.
-void fill_decode_params(const LaunchParams& p, const VecGeometry& g, DecodeParams& d) {
-  d.slot_mapping = p.slot_mapping;
-  d.batch_indices = p.batch_indices;
-  d.kv_positions = p.kv_positions;
-  d.positions = p.positions;
-  d.kv_indptr = p.kv_indptr;
-  d.kv_indices = p.kv_indices;
+// place, in two parts as lowering has them (core/src/lower.cpp): the shape
+// (host scales become divisors here, once per decision) and the step's data.
+void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, DecodeParams& d) {
   d.addressing = p.addressing;
   d.page_shift = p.page_shift;
   d.page_size = p.page_size;
   d.checked = p.checked;
   d.early_indices = p.pdl && p.early_indices;
-  d.batch_size = p.batch_size;
-  d.num_kv_indices = p.num_kv_indices;
   d.num_pages = p.num_pages;
   d.max_pos = p.max_pos;
-  d.skipped_tokens = p.skipped_tokens;
-  d.cos_sin = p.cos_sin;
   d.cos_row_bytes = p.cos_row_stride * p.cos.bytes;
   d.style = p.style;
   d.num_q_heads = std::uint32_t(p.num_q_heads);
   const ScaleParam* scales[3] = {&p.q_scale, &p.k_scale, &p.v_scale};  // by scale_index
   for (int i = 0; i < 3; ++i) {
     d.div[i] = scales[i]->divisor_of(scales[i]->value);
-    d.scale_ptr[i] = scales[i]->device;
     d.convention[i] = scales[i]->convention;
   }
   d.g = g;
-  auto rows = [&d](std::uint32_t part, const HeadTensor& in, char* out, std::int64_t s0,
-                   std::int64_t s1, std::int64_t s2) {
-    d.src[part] = in.data;
+  auto rows = [&d](std::uint32_t part, const HeadTensor& in, std::int64_t s0, std::int64_t s1,
+                   std::int64_t s2) {
     d.src_token[part] = in.token_stride;
     d.src_head[part] = in.head_stride;
-    d.dst[part] = out;
     d.dst_page[part] = s0;
     d.dst_entry[part] = s1;
     d.dst_head[part] = s2;
   };
-  auto q_rows = [&](std::uint32_t part, const HeadTensor& in, const HeadTensor& out) {
-    rows(part, in, out.data, out.token_stride, 0, out.head_stride);
+  rows(kRotQ, p.q_rope, p.q_rope_out.token_stride, 0, p.q_rope_out.head_stride);
+  rows(kRotK, p.k_rope, p.k_cache_rope.stride[0], p.k_cache_rope.stride[1],
+       p.k_cache_rope.stride[2]);
+  rows(kNopeQ, p.q_nope, p.q_nope_out.token_stride, 0, p.q_nope_out.head_stride);
+  rows(kNopeK, p.k_nope, p.k_cache_nope.stride[0], p.k_cache_nope.stride[1],
+       p.k_cache_nope.stride[2]);
+  rows(kValue, p.v, p.v_cache.stride[0], p.v_cache.stride[1], p.v_cache.stride[2]);
+}
+void fill_decode_data(const LaunchParams& p, DecodeParams& d) {
+  d.slot_mapping = p.slot_mapping;
+  d.batch_indices = p.batch_indices;
+  d.kv_positions = p.kv_positions;
+  d.positions = p.positions;
+  d.kv_indptr = p.kv_indptr;
+  d.kv_indices = p.kv_indices;
+  d.batch_size = p.batch_size;
+  d.num_kv_indices = p.num_kv_indices;
+  d.skipped_tokens = p.skipped_tokens;
+  d.cos_sin = p.cos_sin;
+  d.scale_ptr[0] = p.q_scale.device;  // by scale_index
+  d.scale_ptr[1] = p.k_scale.device;
+  d.scale_ptr[2] = p.v_scale.device;
+  auto rows = [&d](std::uint32_t part, const HeadTensor& in, char* out) {
+    d.src[part] = in.data;
+    d.dst[part] = out;
   };
-  auto cache_rows = [&](std::uint32_t part, const HeadTensor& in, const CacheTensor& c) {
-    rows(part, in, c.data, c.stride[0], c.stride[1], c.stride[2]);
-  };
-  q_rows(kRotQ, p.q_rope, p.q_rope_out);
-  cache_rows(kRotK, p.k_rope, p.k_cache_rope);
-  q_rows(kNopeQ, p.q_nope, p.q_nope_out);
-  cache_rows(kNopeK, p.k_nope, p.k_cache_nope);
-  cache_rows(kValue, p.v, p.v_cache);
+  rows(kRotQ, p.q_rope, p.q_rope_out.data);
+  rows(kRotK, p.k_rope, p.k_cache_rope.data);
+  rows(kNopeQ, p.q_nope, p.q_nope_out.data);
+  rows(kNopeK, p.k_nope, p.k_cache_nope.data);
+  rows(kValue, p.v, p.v_cache.data);
 }
 
 // The generic kernel for p's dtypes: the output dtype fixed when the query
@@ -362,12 +371,13 @@ void decode_blocks(std::uint32_t units, unsigned* block, unsigned* chunks) {
 }
 
 const PreparedLaunch* prepare_in_thread(const LaunchParams& p) noexcept;
+const PreparedLaunch* prepare_in_state(const LaunchParams& p, LaunchState& state) noexcept;
 Result no_current_device() {
   return make_result(Status::kErrorNoDevice, "%s backend: no current device", kVendorName);
 }
 
-[[maybe_unused]] Result gpu_launch(const LaunchParams& p) noexcept {
-  const PreparedLaunch* l = prepare_in_thread(p);
+[[maybe_unused]] Result gpu_launch(const LaunchParams& p, LaunchState* state) noexcept {
+  const PreparedLaunch* l = state != nullptr ? prepare_in_state(p, *state) : prepare_in_thread(p);
   if (l == nullptr) return no_current_device();
   // The vendor launch reports this launch's errors itself (cuda/vendor.hpp,
   // hip/vendor.hpp): no second query on success.
@@ -546,7 +556,51 @@ const PreparedLaunch* prepare_in_thread(const LaunchParams& p) noexcept {
   l.stream = static_cast<Stream>(p.stream);
   l.pdl = p.pdl;
   l.params = &p;
-  if (l.path == Path::kDecode) fill_decode_params(p, l.geometry, l.decode);
+  if (l.path == Path::kDecode) {
+    fill_decode_shape(p, l.geometry, l.decode);
+    fill_decode_data(p, l.decode);
+  }
+  return &l;
+}
+
+// A caller's launch (LaunchState: its calls differ only in lower_data's
+// fields): the kept decision while the token count, the device, the tuning
+// and the alignment verdict stay, with only the step's data filled in;
+// else decided and filled afresh. Null without a current device.
+struct StateLaunch {
+  std::int64_t nnz = 0;
+  int dev = -1;
+  Tuning tune;
+  bool eligible = false;
+  PreparedLaunch launch;
+};
+static_assert(sizeof(StateLaunch) <= LaunchState::kBytes && alignof(StateLaunch) <= 16,
+              "StateLaunch must fit in LaunchState");
+const PreparedLaunch* prepare_in_state(const LaunchParams& p, LaunchState& state) noexcept {
+  int dev = 0;
+  if (current_device(&dev) != kSuccess) {
+    (void)last_error();
+    return nullptr;
+  }
+  const Tuning tune = tuning();
+  const bool eligible = vector_eligible(p);
+  if (!state.valid) new (state.bytes) StateLaunch;
+  StateLaunch& s = *std::launder(reinterpret_cast<StateLaunch*>(state.bytes));
+  PreparedLaunch& l = s.launch;
+  if (!state.valid || s.nnz != p.nnz || s.dev != dev || s.tune.decode != tune.decode ||
+      s.tune.pdl_trigger != tune.pdl_trigger || s.eligible != eligible) {
+    decide(p, dev, tune, l);
+    if (l.path == Path::kDecode) fill_decode_shape(p, l.geometry, l.decode);
+    s.nnz = p.nnz;
+    s.dev = dev;
+    s.tune = tune;
+    s.eligible = eligible;
+    state.valid = true;
+  }
+  l.stream = static_cast<Stream>(p.stream);
+  l.pdl = p.pdl;
+  l.params = &p;
+  if (l.path == Path::kDecode) fill_decode_data(p, l.decode);
   return &l;
 }
 

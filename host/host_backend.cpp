@@ -55,7 +55,7 @@ std::int64_t run_range(const LaunchParams& p, const Kernel& kernel, const Diviso
   return bad;
 }
 
-Result host_launch(const LaunchParams& p) noexcept {
+Result host_launch(const LaunchParams& p, LaunchState* /*state: keeps nothing*/) noexcept {
   try {
     const Kernel kernel = select_kernel_for_cpu(p);
     const Divisors d = load_divisors(p);

@@ -136,10 +136,9 @@ void register_call(const Call* c) {
     if (plan == nullptr) std::abort();
     detail::fill_step_plan(plan, c->args);
     for (auto _ : st) {
-      detail::LaunchParams p;
-      bool ok = detail::lower_step(*plan, c->args, &p);
+      bool ok = detail::lower_step(*plan, c->args);
       benchmark::DoNotOptimize(ok);
-      benchmark::DoNotOptimize(p);
+      benchmark::DoNotOptimize(plan->lowered);
     }
     detail::delete_step_plan(plan);
   });
@@ -163,7 +162,7 @@ void register_call(const Call* c) {
       detail::LaunchParams p;
       if (!detail::lower(c->args, &p).ok()) std::abort();
       for (auto _ : st) {
-        Result r = ops->launch(p);
+        Result r = ops->launch(p, nullptr);
         benchmark::DoNotOptimize(r);
       }
     });

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.hpp"
 #include "cuda/launcher.hpp"
 #include "cuda_perf.hpp"
 #include "detail/lower.hpp"
@@ -434,6 +435,7 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
     return false;
   }
   detail::fill_step_plan(plan.get(), a);
+  const detail::BackendOps* gpu_ops = detail::find_backend(ropekv::Backend::kCuda);
   out->path = gpu::to_string(l.path);
   enum Variant {
     kBare,
@@ -442,6 +444,7 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
     kRun,
     kStepCheck,
     kStepLower,
+    kStateLaunch,
     kPrepared,
     kPreparedMoving,
     kVariants
@@ -471,11 +474,10 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
           case kStepCheck:
             ok = detail::validate_step(*plan, a) && gpu::launch_prepared(l) == cudaSuccess;
             break;
-          case kStepLower: {
-            detail::LaunchParams p2;
-            ok = detail::lower_step(*plan, a, &p2) && gpu::launch_prepared(l) == cudaSuccess;
+          case kStepLower:
+            ok = detail::lower_step(*plan, a) && gpu::launch_prepared(l) == cudaSuccess;
             break;
-          }
+          case kStateLaunch: ok = gpu_ops->launch(plan->lowered, &plan->launch_state).ok(); break;
           case kPrepared: ok = prepared.run(a).ok() && prepared.last_run_was_step(); break;
           case kPreparedMoving:
             ok = prepared_moving.run(*moving[i & 1]).ok() && prepared_moving.last_run_was_step();
@@ -516,6 +518,7 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
                      {"cpu_over_launch_us", step(kRun, kBare)},
                      {"step_check_us", step(kStepCheck, kBare)},
                      {"step_lower_us", step(kStepLower, kStepCheck)},
+                     {"state_decide_us", step(kStateLaunch, kBare)},
                      {"prepared_us", median(us[kPrepared])},
                      {"prepared_over_launch_us", step(kPrepared, kBare)},
                      {"prepared_moving_over_launch_us", step(kPreparedMoving, kBare)},

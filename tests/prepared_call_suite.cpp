@@ -56,8 +56,10 @@ std::string describe(const Result& r) {
 }  // namespace
 
 // Steps that change the token count, the slots (padding included) and where
-// the query output goes: every buffer equal to run()'s after every step, and
-// each step took the step path.
+// the query output goes (its rotary and non-rotary parts interleaved in one
+// buffer; also with the token count of the step before, whose launch the
+// call keeps): every buffer equal to run()'s after every step, and each
+// step took the step path.
 TEST_P(PreparedCallSuite, StepsWriteWhatRunWrites) {
   const BackendMemory& mem = GetParam().memory();
   if (!mem.available()) GTEST_SKIP() << mem.name << ": " << mem.why_unavailable;
@@ -82,10 +84,9 @@ TEST_P(PreparedCallSuite, StepsWriteWhatRunWrites) {
     std::vector<std::int64_t> slots;
     bool move_query_output;
   };
-  const Step steps[] = {{6, {0, 1, 2, 3, 4, 5}, false},
-                        {3, {20, 21, 22, 0, 0, 0}, false},
-                        {0, {0, 0, 0, 0, 0, 0}, false},
-                        {6, {40, -1, 41, -1, 42, 63}, true},
+  const Step steps[] = {{6, {0, 1, 2, 3, 4, 5}, false},       {3, {20, 21, 22, 0, 0, 0}, false},
+                        {0, {0, 0, 0, 0, 0, 0}, false},       {6, {40, -1, 41, -1, 42, 63}, true},
+                        {6, {10, 11, -1, 13, 14, 15}, false},  // same count, data moved back
                         {1, {9, 0, 0, 0, 0, 0}, true}};
   int step_index = 0;
   for (const Step& s : steps) {
@@ -131,6 +132,8 @@ TEST_P(PreparedCallSuite, BadStepsReportWhatValidateReports) {
        [](Arguments& a, unsigned char*) { a.q_rope_out.data = a.k_cache_rope.data; }},
       {"V cache over the K cache",
        [](Arguments& a, unsigned char*) { a.v_cache.data = a.k_cache_rope.data; }},
+      {"the query output's parts interleaved otherwise (over each other)",
+       [](Arguments& a, unsigned char*) { a.q_nope_out.data = a.q_rope_out.data; }},
       {"negative token count", [](Arguments& a, unsigned char*) { a = first_tokens(a, -1); }},
   };
   // A bad step: it reports what validate() reports and writes nothing.

@@ -13,8 +13,16 @@ namespace detail {
 // validate_arguments(args), then the lowering.
 Result lower(const Arguments& args, LaunchParams* out) noexcept;
 
-// validate_step(plan, args), then the lowering; false: lower() decides.
-bool lower_step(const StepPlan& plan, const Arguments& args, LaunchParams* out) noexcept;
+// A prepared call's plan: new (null when out of memory), made the plan of
+// `validated` (arguments validation accepted: plan.lowered is their
+// lowering, plan.launch_state cleared), deleted.
+StepPlan* new_step_plan() noexcept;
+void fill_step_plan(StepPlan* plan, const Arguments& validated) noexcept;
+void delete_step_plan(StepPlan* plan) noexcept;
+
+// A step: validate_step(plan, args), then plan.lowered's step fields from
+// args; false: lower() decides.
+bool lower_step(StepPlan& plan, const Arguments& args) noexcept;
 
 }  // namespace detail
 }  // namespace ropekv

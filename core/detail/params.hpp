@@ -134,6 +134,15 @@ struct LaunchParams {
   bool early_indices = false;
 };
 
+// A caller's launch state (a PreparedCall's): room for a backend to keep
+// its decision for the caller's launches, which differ only in the fields a
+// step may change (lower_data). `valid` false: nothing kept.
+struct LaunchState {
+  static constexpr std::size_t kBytes = 1024;
+  bool valid = false;
+  alignas(16) unsigned char bytes[kBytes];
+};
+
 // The three scale divisors of a launch (q, k, v).
 struct Divisors {
   ScaleDivisor q, k, v;

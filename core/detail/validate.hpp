@@ -43,14 +43,25 @@ struct StepPlan {
   // rule's order.
   std::uint8_t pair[120][2] = {};
   std::uint8_t num_pairs = 0;
-  // A step's launch parameters (lower_step writes them in place).
+  // Pairs whose spans overlapped in the prepared arguments (interleaved rows,
+  // which the rule proved disjoint): a step with the same distance between
+  // their data and the same extents keeps that verdict (the proof is
+  // translation-invariant).
+  struct Interleaved {
+    std::uint8_t i = 0, j = 0;
+    std::uintptr_t distance = 0;    // data of j minus data of i, modulo 2^64
+    std::int64_t n_i = 0, n_j = 0;  // extent 0 of each
+  };
+  Interleaved interleaved[8];
+  std::uint8_t num_interleaved = 0;
+  // A step's launch parameters (lower_step writes the step fields in place),
+  // and the backend's decision for them.
   LaunchParams lowered;
+  LaunchState launch_state;
 };
-// Null when out of memory.
-StepPlan* new_step_plan() noexcept;
-void delete_step_plan(StepPlan* plan) noexcept;
-// Makes `plan` the plan of `validated` (arguments validation accepted).
-void fill_step_plan(StepPlan* plan, const Arguments& validated) noexcept;
+// The shape part of `plan` for `validated` (arguments validation accepted):
+// prepared, the views' constants, the pairs (lower.hpp fills the rest).
+void plan_shape(StepPlan* plan, const Arguments& validated) noexcept;
 // A step: true when `args` differs from plan.prepared only in the fields a
 // step may change (views' data, extent 0 of the per-token views and of the
 // page table's arrays, device scale and counter pointers, the stream) and

@@ -2,6 +2,7 @@
 #include "detail/lower.hpp"
 
 #include <cstdint>
+#include <new>
 
 namespace ropekv {
 namespace detail {
@@ -19,22 +20,20 @@ bool has_elements(const TensorView& v) {
   return true;
 }
 
-// The launch parameters of arguments every rule accepted, written in place:
-// every field assigned (no clear of the 656-byte struct first: a prepared
-// step lowers on every call).
+// The launch parameters of arguments every rule accepted, in two parts,
+// each assigning its fields in place (no clear of the 656-byte struct: a
+// prepared step lowers on every call). lower_shape: the fields a step keeps;
+// lower_data: those a step may change (data pointers, the token count, the
+// page-table lengths, device scale and counter pointers, the stream).
 static_assert(sizeof(void*) != 8 || sizeof(LaunchParams) == 656,
-              "LaunchParams changed: assign the new field in lower_accepted");
-void lower_accepted(const Arguments& a, LaunchParams* out) {
-  const CacheIndex& ci = a.cache_index;
-  const bool mla = a.kind == AttentionKind::kMla;
+              "LaunchParams changed: assign the new field in lower_shape or lower_data");
+void lower_shape(const Arguments& a, LaunchParams& p) {
   const std::int64_t page_size = a.k_cache_rope.extent[1];
-  LaunchParams& p = *out;
-  p.nnz = a.q_rope.extent[0];
   p.num_q_heads = a.q_rope.extent[1];
   p.num_kv_heads = a.k_rope.extent[1];
   p.rotary_dim = a.q_rope.extent[2];
   p.nope_dim = has_nope(a) ? a.q_nope.extent[2] : 0;
-  p.v_dim = mla ? 0 : a.v.extent[2];
+  p.v_dim = a.kind == AttentionKind::kMla ? 0 : a.v.extent[2];
   p.max_pos = a.cos_sin_cache.extent[0];
   p.page_size = page_size;
   p.page_shift = -1;
@@ -50,6 +49,16 @@ void lower_accepted(const Arguments& a, LaunchParams* out) {
   p.q_out = element(a.q_rope_out.dtype);
   p.cache = element(a.k_cache_rope.dtype);
   p.cos = element(a.cos_sin_cache.dtype);
+  p.cos_row_stride = a.cos_sin_cache.stride[0];
+  p.addressing = a.cache_index.form;
+  p.checked = a.checked.enabled;
+  p.pdl = a.programmatic_dependent_launch;
+  p.early_indices = a.programmatic_dependent_launch && a.indices_ready_before_previous_kernel;
+}
+
+void lower_data(const Arguments& a, LaunchParams& p) {
+  const CacheIndex& ci = a.cache_index;
+  p.nnz = a.q_rope.extent[0];
   auto head = [](const TensorView& v) {
     HeadTensor h;
     if (has_elements(v)) {
@@ -78,10 +87,8 @@ void lower_accepted(const Arguments& a, LaunchParams* out) {
   p.k_cache_nope = cache(a.k_cache_nope);
   p.v_cache = cache(a.v_cache);
   p.cos_sin = static_cast<const char*>(a.cos_sin_cache.data);
-  p.cos_row_stride = a.cos_sin_cache.stride[0];
   auto index = [](const TensorView& v) { return IndexArray{v.data, v.dtype == DType::kInt64}; };
   p.positions = index(a.positions);
-  p.addressing = ci.form;
   const bool slots = ci.form == Addressing::kSlotMapping;
   p.slot_mapping = slots ? index(ci.slot_mapping) : IndexArray{};
   p.kv_indices = slots ? IndexArray{} : index(ci.kv_indices);
@@ -95,27 +102,38 @@ void lower_accepted(const Arguments& a, LaunchParams* out) {
   auto scale = [](const Scale& sc, bool applies) {
     return applies ? ScaleParam{sc.value, sc.device, sc.convention} : ScaleParam{};
   };
-  p.q_scale = scale(a.q_scale, is_fp8(p.q_out.dtype));
-  p.k_scale = scale(a.k_scale, is_fp8(p.cache.dtype));
-  p.v_scale = scale(a.v_scale, is_fp8(p.cache.dtype) && !mla);
-  p.checked = a.checked.enabled;
+  const bool cache_fp8 = is_fp8(a.k_cache_rope.dtype);
+  p.q_scale = scale(a.q_scale, is_fp8(a.q_rope_out.dtype));
+  p.k_scale = scale(a.k_scale, cache_fp8);
+  p.v_scale = scale(a.v_scale, cache_fp8 && a.kind != AttentionKind::kMla);
   p.skipped_tokens = a.checked.skipped_tokens;
   p.stream = a.stream;
-  p.pdl = a.programmatic_dependent_launch;
-  p.early_indices = a.programmatic_dependent_launch && a.indices_ready_before_previous_kernel;
 }
 
 }  // namespace
 
 Result lower(const Arguments& args, LaunchParams* out) noexcept {
   Result r = validate_arguments(args);
-  if (r.ok()) lower_accepted(args, out);
+  if (r.ok()) {
+    lower_shape(args, *out);
+    lower_data(args, *out);
+  }
   return r;
 }
 
-bool lower_step(const StepPlan& plan, const Arguments& args, LaunchParams* out) noexcept {
+StepPlan* new_step_plan() noexcept { return new (std::nothrow) StepPlan; }
+void delete_step_plan(StepPlan* plan) noexcept { delete plan; }
+
+void fill_step_plan(StepPlan* plan, const Arguments& validated) noexcept {
+  plan_shape(plan, validated);
+  lower_shape(validated, plan->lowered);
+  lower_data(validated, plan->lowered);
+  plan->launch_state.valid = false;
+}
+
+bool lower_step(StepPlan& plan, const Arguments& args) noexcept {
   if (!validate_step(plan, args)) return false;
-  lower_accepted(args, out);
+  lower_data(args, plan.lowered);
   return true;
 }
 

@@ -93,10 +93,9 @@ Result PreparedCall::run(const Arguments& args) noexcept {
   if (plan_ != nullptr) {
     // The backend resolves as it did at prepare() (a process's devices are fixed).
     const detail::BackendOps* ops = nullptr;
-    if (detail::lower_step(*plan_, args, &plan_->lowered) &&
-        detail::select_backend(backend_, &ops).ok()) {
+    if (detail::lower_step(*plan_, args) && detail::select_backend(backend_, &ops).ok()) {
       last_step_ = true;
-      return detail::launch_on(*ops, plan_->lowered);
+      return detail::launch_on(*ops, plan_->lowered, &plan_->launch_state);
     }
   }
   // Another shape, or a step that breaks a rule: every rule, and its message.

@@ -364,6 +364,21 @@ static_assert(
       return true;
     }(),
     "run_step tests alignment with a mask: element sizes must be powers of two");
+// Views i and j of a step lie as a pair the plan proved disjoint lay: same
+// distance between their data, same extents (the rest of their shapes is
+// the plan's).
+bool same_interleaving(const StepPlan& plan, std::size_t i, std::size_t j, const TensorView& a,
+                       const TensorView& b) {
+  const std::uintptr_t distance =
+      reinterpret_cast<std::uintptr_t>(b.data) - reinterpret_cast<std::uintptr_t>(a.data);
+  for (std::size_t k = 0; k < plan.num_interleaved; ++k) {
+    const StepPlan::Interleaved& e = plan.interleaved[k];
+    if (e.i == i && e.j == j)
+      return e.distance == distance && e.n_i == a.extent[0] && e.n_j == b.extent[0];
+  }
+  return false;
+}
+
 bool Validator::run_step(const StepPlan& plan) const {
   // Every view's data rules (null, alignment, span, end address) and span,
   // from the plan's shape and this step's data and extent 0.
@@ -399,11 +414,23 @@ bool Validator::run_step(const StepPlan& plan) const {
   });
   if (!self_ok) return false;
   // The overlap rule over the plan's pairs of present views (a view empty at
-  // this step has the span [0, 0): disjoint from every span).
+  // this step has the span [0, 0): disjoint from every span): one pass
+  // without branches for the common case of disjoint spans, then the pairs
+  // whose spans meet.
+  const auto meet = [&](std::size_t k) {
+    const Span& a = spans[plan.pair[k][0]];
+    const Span& b = spans[plan.pair[k][1]];
+    return (a.hi > b.lo) & (b.hi > a.lo);
+  };
+  bool any = false;
+  for (std::size_t k = 0; k < plan.num_pairs; ++k) any |= meet(k);
+  if (!any) return true;
   for (std::size_t k = 0; k < plan.num_pairs; ++k) {
+    if (!meet(k)) continue;
     const std::size_t i = plan.pair[k][0], j = plan.pair[k][1];
-    if (spans[i].hi <= spans[j].lo || spans[j].hi <= spans[i].lo) continue;
-    if (!interleaved_disjoint(*v.view[i], spans[i], *v.view[j], spans[j])) return false;
+    if (!same_interleaving(plan, i, j, *v.view[i], *v.view[j]) &&
+        !interleaved_disjoint(*v.view[i], spans[i], *v.view[j], spans[j]))
+      return false;
   }
   return true;
 }
@@ -474,9 +501,7 @@ static_assert(
             OverlapViews::kOutputs * (2 * OverlapViews::kAll - OverlapViews::kOutputs - 1) / 2,
     "StepPlan::view, present: one entry per view of the overlap rule; pair: room for all pairs");
 
-StepPlan* new_step_plan() noexcept { return new (std::nothrow) StepPlan; }
-
-void fill_step_plan(StepPlan* plan, const Arguments& validated) noexcept {
+void plan_shape(StepPlan* plan, const Arguments& validated) noexcept {
   plan->prepared = validated;
   plan->self_checked_tokens = validated.q_rope.extent[0];
   const OverlapViews v(plan->prepared, Active(plan->prepared));
@@ -507,9 +532,22 @@ void fill_step_plan(StepPlan* plan, const Arguments& validated) noexcept {
         pv.rest_fits = false;
     }
   }
+  // The interleaved pairs (the rule accepted them: validated).
+  plan->num_interleaved = 0;
+  for (std::size_t k = 0; k < plan->num_pairs; ++k) {
+    const std::size_t i = plan->pair[k][0], j = plan->pair[k][1];
+    const Span a = span_of(*v.view[i]), b = span_of(*v.view[j]);
+    if (a.hi <= b.lo || b.hi <= a.lo) continue;
+    if (plan->num_interleaved == sizeof(plan->interleaved) / sizeof(plan->interleaved[0])) break;
+    StepPlan::Interleaved& e = plan->interleaved[plan->num_interleaved++];
+    e.i = std::uint8_t(i);
+    e.j = std::uint8_t(j);
+    e.distance = reinterpret_cast<std::uintptr_t>(v.view[j]->data) -
+                 reinterpret_cast<std::uintptr_t>(v.view[i]->data);
+    e.n_i = v.view[i]->extent[0];
+    e.n_j = v.view[j]->extent[0];
+  }
 }
-
-void delete_step_plan(StepPlan* plan) noexcept { delete plan; }
 
 bool validate_step(const StepPlan& plan, const Arguments& args) noexcept {
   return same_except_step(args, plan.prepared) && Validator(args).run_step(plan);
