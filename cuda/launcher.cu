@@ -606,8 +606,8 @@ const PreparedLaunch* prepare_in_state(const LaunchParams& p, LaunchState& state
 
 }  // namespace
 
-Result prepare_launch(const LaunchParams& p, PreparedLaunch* out) noexcept {
-  const PreparedLaunch* l = prepare_in_thread(p);
+Result prepare_launch(const LaunchParams& p, PreparedLaunch* out, LaunchState* state) noexcept {
+  const PreparedLaunch* l = state != nullptr ? prepare_in_state(p, *state) : prepare_in_thread(p);
   if (l == nullptr) return no_current_device();
   *out = *l;
   return Result{};

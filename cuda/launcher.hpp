@@ -41,7 +41,10 @@ struct PreparedLaunch {
 
 // Chooses the kernel, geometry and grid of p and fills `out` (which keeps a
 // pointer to p); launches nothing. Fails only without a current device.
-Result prepare_launch(const LaunchParams& p, PreparedLaunch* out) noexcept;
+// With `state` (a caller's, see LaunchState), the decision kept there is
+// reused where it holds, as the backend's launch with that state does.
+Result prepare_launch(const LaunchParams& p, PreparedLaunch* out,
+                      LaunchState* state = nullptr) noexcept;
 // Launches a prepared launch: one vendor launch call, nothing else.
 Error launch_prepared(const PreparedLaunch& l) noexcept;
 

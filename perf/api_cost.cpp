@@ -213,6 +213,7 @@ int main(int argc, char** argv) {
   calls.push_back(make_call("llama-3.1-8b", 8, false));
   calls.push_back(make_call("llama-3.1-8b", 8, true));
   calls.push_back(make_call("deepseek-v3-mla-tp8", 8, false));
+  calls.push_back(make_call("partial-rotary", 8, false));
   calls.push_back(make_call("gpt-oss-120b-tp8", 1, false));
   for (const auto& c : calls) register_call(c.get());
   register_backend_queries();

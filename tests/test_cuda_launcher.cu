@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "cuda/launcher.hpp"
 #include "ropekv/ropekv.hpp"
@@ -109,6 +110,61 @@ TEST(CudaLauncher, DecisionCacheFollowsWhatTheDecisionReads) {
   gpu::set_tuning(gpu::Tuning{});
   EXPECT_EQ(without_decode, gpu::Path::kVector);
   EXPECT_EQ(decide(small).path, gpu::Path::kDecode);
+}
+
+// A caller's kept decision (LaunchState, a PreparedCall's): the same as the
+// per-thread one for every call, reused while the token count and the
+// alignment verdict stay, with the data of each call.
+TEST(CudaLauncher, KeptDecisionFollowsTokenCountAlignmentAndData) {
+  if (!backend_available(Backend::kCuda))
+    GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)";
+  const std::uintptr_t base = std::uintptr_t(1) << 32;
+  detail::LaunchState state;
+  const auto kept = [&](const LaunchParams& p) {
+    gpu::PreparedLaunch l;
+    EXPECT_TRUE(gpu::prepare_launch(p, &l, &state).ok());
+    EXPECT_TRUE(state.valid);
+    return l;
+  };
+  const auto expect_same = [](const gpu::PreparedLaunch& a, const gpu::PreparedLaunch& b) {
+    EXPECT_EQ(a.path, b.path);
+    EXPECT_EQ(a.kernel, b.kernel);
+    EXPECT_EQ(a.grid.x, b.grid.x);
+    EXPECT_EQ(a.grid.y, b.grid.y);
+    EXPECT_EQ(a.block.x, b.block.x);
+    EXPECT_EQ(a.smem, b.smem);
+    EXPECT_EQ(a.params, b.params);
+    EXPECT_EQ(a.stream, b.stream);
+    if (a.path != gpu::Path::kDecode) return;  // the decode parameters are not read
+    EXPECT_EQ(std::memcmp(&a.decode.src, &b.decode.src, sizeof a.decode.src), 0);
+    EXPECT_EQ(std::memcmp(&a.decode.dst, &b.decode.dst, sizeof a.decode.dst), 0);
+    EXPECT_EQ(a.decode.positions.data, b.decode.positions.data);
+    EXPECT_EQ(a.decode.slot_mapping.data, b.decode.slot_mapping.data);
+    EXPECT_EQ(a.decode.cos_sin, b.decode.cos_sin);
+    EXPECT_EQ(a.decode.g.units, b.decode.g.units);
+  };
+  const LaunchParams first = params(8, base);
+  const gpu::PreparedLaunch a = kept(first);
+  ASSERT_EQ(a.path, gpu::Path::kDecode);
+  expect_same(a, decide(first));
+  // Moved data (same token count): the kept decision, this call's data.
+  LaunchParams moved = params(8, base + 4096);
+  moved.stream = reinterpret_cast<void*>(std::uintptr_t(0x1230));
+  const gpu::PreparedLaunch b = kept(moved);
+  expect_same(b, decide(moved));
+  EXPECT_EQ(b.decode.src[0], moved.q_rope.data);
+  // Misaligned rows, another token count, a large launch, and back.
+  LaunchParams misaligned = params(8, base);
+  misaligned.q_rope.data += 2;
+  EXPECT_EQ(kept(misaligned).path, gpu::Path::kGeneric);
+  expect_same(kept(first), decide(first));
+  const LaunchParams nine = params(9, base);
+  expect_same(kept(nine), decide(nine));
+  const LaunchParams many = params(200000, base);
+  const gpu::PreparedLaunch large = kept(many);
+  EXPECT_NE(large.path, gpu::Path::kDecode);
+  expect_same(large, decide(many));
+  expect_same(kept(first), decide(first));
 }
 
 }  // namespace

@@ -43,9 +43,20 @@ struct StepPlan {
   // rule's order.
   std::uint8_t pair[120][2] = {};
   std::uint8_t num_pairs = 0;
-  // Pairs whose spans overlapped in the prepared arguments (interleaved rows,
-  // which the rule proved disjoint): a step with the same distance between
-  // their data and the same extents keeps that verdict (the proof is
+  // The views' groups: those whose spans met in the prepared arguments,
+  // directly or through others, share one. A step checks the groups' union
+  // spans against each other (the pairs of groups, one holding an output),
+  // then the pairs within a group: `interleaved` and `inner`.
+  std::uint8_t group[21] = {};
+  std::uint8_t num_groups = 0;
+  std::uint8_t group_pair[210][2] = {};
+  std::uint16_t num_group_pairs = 0;
+  std::uint8_t inner[120][2] = {};
+  std::uint8_t num_inner = 0;
+  // The pairs within a group whose spans met in the prepared arguments
+  // (interleaved rows, which the rule proved disjoint), while there is room
+  // (the rest are `inner`): a step with the same distance between their data
+  // and the same extents keeps that verdict (the proof is
   // translation-invariant).
   struct Interleaved {
     std::uint8_t i = 0, j = 0;

@@ -364,21 +364,6 @@ static_assert(
       return true;
     }(),
     "run_step tests alignment with a mask: element sizes must be powers of two");
-// Views i and j of a step lie as a pair the plan proved disjoint lay: same
-// distance between their data, same extents (the rest of their shapes is
-// the plan's).
-bool same_interleaving(const StepPlan& plan, std::size_t i, std::size_t j, const TensorView& a,
-                       const TensorView& b) {
-  const std::uintptr_t distance =
-      reinterpret_cast<std::uintptr_t>(b.data) - reinterpret_cast<std::uintptr_t>(a.data);
-  for (std::size_t k = 0; k < plan.num_interleaved; ++k) {
-    const StepPlan::Interleaved& e = plan.interleaved[k];
-    if (e.i == i && e.j == j)
-      return e.distance == distance && e.n_i == a.extent[0] && e.n_j == b.extent[0];
-  }
-  return false;
-}
-
 bool Validator::run_step(const StepPlan& plan) const {
   // Every view's data rules (null, alignment, span, end address) and span,
   // from the plan's shape and this step's data and extent 0.
@@ -414,24 +399,49 @@ bool Validator::run_step(const StepPlan& plan) const {
   });
   if (!self_ok) return false;
   // The overlap rule over the plan's pairs of present views (a view empty at
-  // this step has the span [0, 0): disjoint from every span): one pass
-  // without branches for the common case of disjoint spans, then the pairs
-  // whose spans meet.
-  const auto meet = [&](std::size_t k) {
-    const Span& a = spans[plan.pair[k][0]];
-    const Span& b = spans[plan.pair[k][1]];
-    return (a.hi > b.lo) & (b.hi > a.lo);
+  // this step has the span [0, 0): disjoint from every span). First the
+  // groups' union spans, in one pass without branches: where two meet, every
+  // pair one by one.
+  const auto meet = [](const Span& a, const Span& b) { return (a.hi > b.lo) & (b.hi > a.lo); };
+  const auto disjoint = [&](std::size_t i, std::size_t j) {
+    return !meet(spans[i], spans[j]) ||
+           interleaved_disjoint(*v.view[i], spans[i], *v.view[j], spans[j]);
   };
-  bool any = false;
-  for (std::size_t k = 0; k < plan.num_pairs; ++k) any |= meet(k);
-  if (!any) return true;
-  for (std::size_t k = 0; k < plan.num_pairs; ++k) {
-    if (!meet(k)) continue;
-    const std::size_t i = plan.pair[k][0], j = plan.pair[k][1];
-    if (!same_interleaving(plan, i, j, *v.view[i], *v.view[j]) &&
-        !interleaved_disjoint(*v.view[i], spans[i], *v.view[j], spans[j]))
-      return false;
+  if (plan.num_group_pairs > 0) {
+    Span unions[OverlapViews::kAll];
+    for (std::size_t g = 0; g < plan.num_groups; ++g) unions[g].lo = ~std::uintptr_t(0);
+    for (std::size_t k = 0; k < plan.num_present; ++k) {
+      const std::size_t i = plan.present[k];
+      if (spans[i].hi == 0) continue;  // empty
+      Span& u = unions[plan.group[i]];
+      u.lo = spans[i].lo < u.lo ? spans[i].lo : u.lo;
+      u.hi = spans[i].hi > u.hi ? spans[i].hi : u.hi;
+    }
+    bool any = false;
+    for (std::size_t k = 0; k < plan.num_group_pairs; ++k)
+      any |= meet(unions[plan.group_pair[k][0]], unions[plan.group_pair[k][1]]);
+    if (any) {
+      for (std::size_t k = 0; k < plan.num_pairs; ++k)
+        if (!disjoint(plan.pair[k][0], plan.pair[k][1])) return false;
+      return true;
+    }
   }
+  // Within the groups: the interleaved pairs keep the plan's verdict where
+  // they lie as they did.
+  for (std::size_t k = 0; k < plan.num_interleaved; ++k) {
+    const StepPlan::Interleaved& e = plan.interleaved[k];
+    const TensorView &a = *v.view[e.i], &b = *v.view[e.j];
+    const std::uintptr_t distance =
+        reinterpret_cast<std::uintptr_t>(b.data) - reinterpret_cast<std::uintptr_t>(a.data);
+    const bool as_planned = distance == e.distance && a.extent[0] == e.n_i && b.extent[0] == e.n_j;
+    if (!as_planned && !disjoint(e.i, e.j)) return false;
+  }
+  bool any = false;
+  for (std::size_t k = 0; k < plan.num_inner; ++k)
+    any |= meet(spans[plan.inner[k][0]], spans[plan.inner[k][1]]);
+  if (!any) return true;
+  for (std::size_t k = 0; k < plan.num_inner; ++k)
+    if (!disjoint(plan.inner[k][0], plan.inner[k][1])) return false;
   return true;
 }
 
@@ -532,16 +542,74 @@ void plan_shape(StepPlan* plan, const Arguments& validated) noexcept {
         pv.rest_fits = false;
     }
   }
-  // The interleaved pairs (the rule accepted them: validated).
+  // Groups: views joined while their spans meet (a view and its group's
+  // first view share its number), then the pairs of groups one of which
+  // holds an output, and the pairs within a group.
+  Span spans[OverlapViews::kAll];
+  for (std::size_t k = 0; k < plan->num_present; ++k) {
+    const std::size_t i = plan->present[k];
+    spans[i] = span_of(*v.view[i]);
+    plan->group[i] = std::uint8_t(i);
+  }
+  const auto meet = [&](std::size_t i, std::size_t j) {
+    return spans[i].hi > spans[j].lo && spans[j].hi > spans[i].lo;
+  };
+  for (bool joined = true; joined;) {  // to a fixed point: at most 21 rounds of 21 x 21
+    joined = false;
+    for (std::size_t a = 0; a < plan->num_present; ++a)
+      for (std::size_t b = a + 1; b < plan->num_present; ++b) {
+        const std::size_t i = plan->present[a], j = plan->present[b];
+        if (plan->group[i] == plan->group[j] || !meet(i, j)) continue;
+        const std::uint8_t from = plan->group[j] > plan->group[i] ? plan->group[j] : plan->group[i];
+        const std::uint8_t to = plan->group[j] > plan->group[i] ? plan->group[i] : plan->group[j];
+        for (std::size_t c = 0; c < plan->num_present; ++c)
+          if (plan->group[plan->present[c]] == from) plan->group[plan->present[c]] = to;
+        joined = true;
+      }
+  }
+  // Group numbers 0 .. num_groups - 1, in the order of their first views.
+  std::uint8_t number[OverlapViews::kAll];
+  bool has_output[OverlapViews::kAll] = {};
+  plan->num_groups = 0;
+  for (std::size_t k = 0; k < plan->num_present; ++k) {
+    const std::size_t i = plan->present[k];
+    if (plan->group[i] == i) number[i] = plan->num_groups++;
+  }
+  for (std::size_t k = 0; k < plan->num_present; ++k) {
+    const std::size_t i = plan->present[k];
+    plan->group[i] = number[plan->group[i]];
+    if (i < OverlapViews::kOutputs) has_output[plan->group[i]] = true;
+  }
+  plan->num_group_pairs = 0;
+  for (std::size_t g = 0; g < plan->num_groups; ++g)
+    for (std::size_t h = g + 1; h < plan->num_groups; ++h)
+      if (has_output[g] || has_output[h]) {
+        plan->group_pair[plan->num_group_pairs][0] = std::uint8_t(g);
+        plan->group_pair[plan->num_group_pairs][1] = std::uint8_t(h);
+        ++plan->num_group_pairs;
+      }
+  // Where the unions cost about as much as the pairs they stand for (a
+  // union per view, a test per pair of groups), one group: every pair inner.
+  if (plan->num_present + plan->num_group_pairs >= plan->num_pairs) {
+    for (std::size_t k = 0; k < plan->num_present; ++k) plan->group[plan->present[k]] = 0;
+    plan->num_groups = 1;
+    plan->num_group_pairs = 0;
+  }
+  plan->num_inner = 0;
   plan->num_interleaved = 0;
   for (std::size_t k = 0; k < plan->num_pairs; ++k) {
-    const std::size_t i = plan->pair[k][0], j = plan->pair[k][1];
-    const Span a = span_of(*v.view[i]), b = span_of(*v.view[j]);
-    if (a.hi <= b.lo || b.hi <= a.lo) continue;
-    if (plan->num_interleaved == sizeof(plan->interleaved) / sizeof(plan->interleaved[0])) break;
+    const std::uint8_t i = plan->pair[k][0], j = plan->pair[k][1];
+    if (plan->group[i] != plan->group[j]) continue;
+    if (!meet(i, j) ||
+        plan->num_interleaved == sizeof(plan->interleaved) / sizeof(plan->interleaved[0])) {
+      plan->inner[plan->num_inner][0] = i;
+      plan->inner[plan->num_inner][1] = j;
+      ++plan->num_inner;
+      continue;
+    }
     StepPlan::Interleaved& e = plan->interleaved[plan->num_interleaved++];
-    e.i = std::uint8_t(i);
-    e.j = std::uint8_t(j);
+    e.i = i;
+    e.j = j;
     e.distance = reinterpret_cast<std::uintptr_t>(v.view[j]->data) -
                  reinterpret_cast<std::uintptr_t>(v.view[i]->data);
     e.n_i = v.view[i]->extent[0];
