@@ -465,27 +465,6 @@ inline bool same_view(const TensorView& a, const TensorView& b, bool token_free)
   for (int k = 2; k < 9; ++k) diff |= differ(k);
   return diff == 0;
 }
-// What same_except_step reads of each view (not the scalars): where it is,
-// when the call uses it, whether a step may change its extent 0.
-struct StepView {
-  std::uint16_t offset = 0;
-  When when = When::kAlways;
-  bool per_step = false;
-};
-constexpr std::size_t kNumTensorViews = kNumViews - kNumScalars;
-struct StepViews {
-  StepView view[kNumTensorViews];
-};
-constexpr StepViews step_views() {
-  StepViews t;
-  std::size_t n = 0;
-  for (const ViewSpec& s : kViews)
-    if (!is_scalar(s.role))
-      t.view[n++] = {std::uint16_t(s.offset), s.when, size_spec(s.dim[0].size).per_step};
-  return t;
-}
-constexpr StepViews kStepViews = step_views();
-
 // Equal convention and, for a host scale, value; a device scale may move.
 bool same_scale(const Scale& a, const Scale& b) {
   return a.convention == b.convention && (a.device == nullptr) == (b.device == nullptr) &&
@@ -502,18 +481,19 @@ bool same_except_step(const Arguments& a, const Arguments& b) {
                 "Arguments changed: update same_except_step");
   if (a.kind != b.kind || a.rope_style != b.rope_style || a.cache_index.form != b.cache_index.form)
     return false;
-  // With equal kind, form and ranks, the views a call uses are b's. A loop,
-  // not a walk: a step's code runs once per call, cold, and stays short.
+  // With equal kind, form and ranks, the views a call uses are b's.
   const Active on(b);
-  for (const StepView& s : kStepViews.view) {
-    const TensorView& x =
-        *reinterpret_cast<const TensorView*>(reinterpret_cast<const char*>(&a) + s.offset);
-    const TensorView& y =
-        *reinterpret_cast<const TensorView*>(reinterpret_cast<const char*>(&b) + s.offset);
-    // Of a view the call does not use, the rules read only its rank.
-    if (on(s.when) ? !same_view(x, y, s.per_step) : x.rank != y.rank) return false;
-  }
-  return same_scale(a.q_scale, b.q_scale) && same_scale(a.k_scale, b.k_scale) &&
+  const bool views = walk<kNumViews>([&](auto i) {
+    constexpr const ViewSpec& s = kViews[decltype(i)::value];
+    if constexpr (is_scalar(s.role)) {
+      return true;
+    } else {
+      // Of a view the call does not use, the rules read only its rank.
+      if (!on(s.when)) return view_in(a, s).rank == view_in(b, s).rank;
+      return same_view(view_in(a, s), view_in(b, s), size_spec(s.dim[0].size).per_step);
+    }
+  });
+  return views && same_scale(a.q_scale, b.q_scale) && same_scale(a.k_scale, b.k_scale) &&
          same_scale(a.v_scale, b.v_scale) && a.checked.enabled == b.checked.enabled &&
          (a.checked.skipped_tokens == nullptr) == (b.checked.skipped_tokens == nullptr) &&
          a.programmatic_dependent_launch == b.programmatic_dependent_launch &&
