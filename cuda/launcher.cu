@@ -533,12 +533,27 @@ namespace {
 // that decides alike (an engine repeats its shapes: every layer of a step),
 // with this call's own fields filled in place. Valid until the thread's
 // next call; null without a current device.
+// The calling thread's current device; false (its error cleared) without one.
+bool calling_device(int* dev) {
+  if (current_device(dev) == kSuccess) return true;
+  (void)last_error();
+  return false;
+}
+
+// A decided launch's per-call fields from p: stream, parameters, and the
+// decode parameters' data (with `shape`, their shape part too).
+void fill_call(const LaunchParams& p, PreparedLaunch& l, bool shape) {
+  l.stream = static_cast<Stream>(p.stream);
+  l.pdl = p.pdl;
+  l.params = &p;
+  if (l.path != Path::kDecode) return;
+  if (shape) fill_decode_shape(p, l.geometry, l.decode);
+  fill_decode_data(p, l.decode);
+}
+
 const PreparedLaunch* prepare_in_thread(const LaunchParams& p) noexcept {
   int dev = 0;
-  if (current_device(&dev) != kSuccess) {
-    (void)last_error();
-    return nullptr;
-  }
+  if (!calling_device(&dev)) return nullptr;
   struct Last {
     bool valid = false;
     DecisionKey key;
@@ -553,13 +568,7 @@ const PreparedLaunch* prepare_in_thread(const LaunchParams& p) noexcept {
     last.key = key;
     last.valid = true;
   }
-  l.stream = static_cast<Stream>(p.stream);
-  l.pdl = p.pdl;
-  l.params = &p;
-  if (l.path == Path::kDecode) {
-    fill_decode_shape(p, l.geometry, l.decode);
-    fill_decode_data(p, l.decode);
-  }
+  fill_call(p, l, true);  // the decision's key leaves strides out: shape too
   return &l;
 }
 
@@ -578,29 +587,24 @@ static_assert(sizeof(StateLaunch) <= LaunchState::kBytes && alignof(StateLaunch)
               "StateLaunch must fit in LaunchState");
 const PreparedLaunch* prepare_in_state(const LaunchParams& p, LaunchState& state) noexcept {
   int dev = 0;
-  if (current_device(&dev) != kSuccess) {
-    (void)last_error();
-    return nullptr;
-  }
+  if (!calling_device(&dev)) return nullptr;
   const Tuning tune = tuning();
   const bool eligible = vector_eligible(p);
   if (!state.valid) new (state.bytes) StateLaunch;
   StateLaunch& s = *std::launder(reinterpret_cast<StateLaunch*>(state.bytes));
   PreparedLaunch& l = s.launch;
-  if (!state.valid || s.nnz != p.nnz || s.dev != dev || s.tune.decode != tune.decode ||
-      s.tune.pdl_trigger != tune.pdl_trigger || s.eligible != eligible) {
+  const bool decided = state.valid && s.nnz == p.nnz && s.dev == dev &&
+                       s.tune.decode == tune.decode && s.tune.pdl_trigger == tune.pdl_trigger &&
+                       s.eligible == eligible;
+  if (!decided) {
     decide(p, dev, tune, l);
-    if (l.path == Path::kDecode) fill_decode_shape(p, l.geometry, l.decode);
     s.nnz = p.nnz;
     s.dev = dev;
     s.tune = tune;
     s.eligible = eligible;
     state.valid = true;
   }
-  l.stream = static_cast<Stream>(p.stream);
-  l.pdl = p.pdl;
-  l.params = &p;
-  if (l.path == Path::kDecode) fill_decode_data(p, l.decode);
+  fill_call(p, l, !decided);
   return &l;
 }
 
