@@ -383,14 +383,19 @@ __device__ __forceinline__ void store_unit(char* dst, std::uint32_t half, std::u
   }
 }
 
-// The scale of a part's output: 0 q, 1 k, 2 v.
+// The scale of a part's output: 0 q, 1 k, 2 v. The query parts are the even
+// ones below kValue, the key parts the odd ones: one test of the low bit.
+static_assert(kRotQ % 2 == 0 && kNopeQ % 2 == 0 && kRotK % 2 == 1 && kNopeK % 2 == 1 &&
+                  kValue > kNopeK,
+              "scale_index tests the parts' low bit");
+__device__ __forceinline__ bool is_key_part(std::uint32_t part) { return (part & 1u) != 0; }
 __device__ __forceinline__ std::uint32_t scale_index(std::uint32_t part) {
-  return part == kValue ? 2u : ((part == kRotQ || part == kNopeQ) ? 0u : 1u);
+  return part == kValue ? 2u : (is_key_part(part) ? 1u : 0u);
 }
-// The divisor of a part's output.
+// The divisor of a part's output (scale_index's choice, selected directly:
+// a select on the index costs the vector kernels two more compares a unit).
 __device__ __forceinline__ ScaleDivisor divisor_of(const Divisors& d, std::uint32_t part) {
-  const std::uint32_t i = scale_index(part);
-  return i == 0 ? d.q : (i == 1 ? d.k : d.v);
+  return part == kValue ? d.v : (is_key_part(part) ? d.k : d.q);
 }
 
 // Encodes and stores an issued unit of the vector kernels.
