@@ -64,6 +64,10 @@ inline Span span_of(const TensorView& v) {
   return s;
 }
 
+// Two non-empty spans share a byte (no branch: the step's tests run it over
+// every pair).
+inline bool spans_meet(const Span& a, const Span& b) { return (a.hi > b.lo) & (b.hi > a.lo); }
+
 // A view does not overlap itself: with dims sorted by stride, every stride is
 // at least the span of the dims inside it. Dims of extent 1 are skipped;
 // false (not provably disjoint) where the running span overflows.
@@ -79,7 +83,7 @@ bool interleaved_disjoint(const TensorView& a, const Span& sa, const TensorView&
 inline bool provably_disjoint(const TensorView& a, const Span& sa, const TensorView& b,
                               const Span& sb) {
   if (sa.lo == sa.hi || sb.lo == sb.hi) return true;
-  if (sa.hi <= sb.lo || sb.hi <= sa.lo) return true;
+  if (!spans_meet(sa, sb)) return true;
   return interleaved_disjoint(a, sa, b, sb);
 }
 
@@ -162,7 +166,7 @@ inline Result overlap_rule(const OverlapViews& v, const Span* spans, std::size_t
     const std::size_t i = live[a];  // an output: live[] ascends, outputs come first
     for (std::size_t b = a + 1; b < n; ++b) {
       const std::size_t j = live[b];
-      if (spans[i].hi <= spans[j].lo || spans[j].hi <= spans[i].lo ||
+      if (!spans_meet(spans[i], spans[j]) ||
           interleaved_disjoint(*v.view[i], spans[i], *v.view[j], spans[j]))
         continue;
       if (j < kOut)

@@ -402,10 +402,8 @@ bool Validator::run_step(const StepPlan& plan) const {
   // this step has the span [0, 0): disjoint from every span). First the
   // groups' union spans, in one pass without branches: where two meet, every
   // pair one by one.
-  const auto meet = [](const Span& a, const Span& b) { return (a.hi > b.lo) & (b.hi > a.lo); };
   const auto disjoint = [&](std::size_t i, std::size_t j) {
-    return !meet(spans[i], spans[j]) ||
-           interleaved_disjoint(*v.view[i], spans[i], *v.view[j], spans[j]);
+    return provably_disjoint(*v.view[i], spans[i], *v.view[j], spans[j]);
   };
   if (plan.num_group_pairs > 0) {
     Span unions[OverlapViews::kAll];
@@ -419,7 +417,7 @@ bool Validator::run_step(const StepPlan& plan) const {
     }
     bool any = false;
     for (std::size_t k = 0; k < plan.num_group_pairs; ++k)
-      any |= meet(unions[plan.group_pair[k][0]], unions[plan.group_pair[k][1]]);
+      any |= spans_meet(unions[plan.group_pair[k][0]], unions[plan.group_pair[k][1]]);
     if (any) {
       for (std::size_t k = 0; k < plan.num_pairs; ++k)
         if (!disjoint(plan.pair[k][0], plan.pair[k][1])) return false;
@@ -438,7 +436,7 @@ bool Validator::run_step(const StepPlan& plan) const {
   }
   bool any = false;
   for (std::size_t k = 0; k < plan.num_inner; ++k)
-    any |= meet(spans[plan.inner[k][0]], spans[plan.inner[k][1]]);
+    any |= spans_meet(spans[plan.inner[k][0]], spans[plan.inner[k][1]]);
   if (!any) return true;
   for (std::size_t k = 0; k < plan.num_inner; ++k)
     if (!disjoint(plan.inner[k][0], plan.inner[k][1])) return false;
@@ -551,9 +549,7 @@ void plan_shape(StepPlan* plan, const Arguments& validated) noexcept {
     spans[i] = span_of(*v.view[i]);
     plan->group[i] = std::uint8_t(i);
   }
-  const auto meet = [&](std::size_t i, std::size_t j) {
-    return spans[i].hi > spans[j].lo && spans[j].hi > spans[i].lo;
-  };
+  const auto meet = [&](std::size_t i, std::size_t j) { return spans_meet(spans[i], spans[j]); };
   for (bool joined = true; joined;) {  // to a fixed point: at most 21 rounds of 21 x 21
     joined = false;
     for (std::size_t a = 0; a < plan->num_present; ++a)
