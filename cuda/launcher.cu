@@ -449,7 +449,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   // Decode: the whole one-unit-per-thread grid resident at once.
   if (tune.decode >= 0 && p.nnz <= 65535) {
     unsigned block = 0, chunks = 0;
-    decode_blocks(g.units * kDecodeSplit, &block, &chunks);
+    decode_blocks(g.units, &block, &chunks);
     const void* kernel = pick_vec<VecFamily::kDecode>(p);
     const std::uint64_t blocks = std::uint64_t(chunks) * std::uint64_t(p.nnz);
     const int per_sm = resident_per_sm(kernel, block, 0, dev);

@@ -89,9 +89,7 @@ __device__ __forceinline__ T param_at(const T (&a)[N], std::uint32_t i) {
 
 // Streaming (evict-first) stores: outputs are never re-read by this kernel.
 __device__ __forceinline__ void store_streaming(uint2* p, uint2 v) { __stcs(p, v); }
-__device__ __forceinline__ void store_streaming(std::uint32_t* p, std::uint32_t v) { __stcs(p, v); }
 __device__ __forceinline__ uint2 load_readonly(const uint2* p) { return __ldg(p); }
-__device__ __forceinline__ std::uint32_t load_readonly(const std::uint32_t* p) { return __ldg(p); }
 __device__ __forceinline__ uint4 load_readonly(const uint4* p) { return __ldg(p); }
 __device__ __forceinline__ float4 load_readonly(const float4* p) { return __ldg(p); }
 

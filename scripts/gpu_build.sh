@@ -7,9 +7,8 @@
 #                          runtime) and its config header, which the PyTorch op
 #                          links there (scripts/gpu_torch.sh), from preset cuda-shared
 # each with lib/: the Debian shared libraries they need, and BUILD_INFO.
-# ROPEKV_GPU_EXTRA_PRESETS adds measurement builds the same way (e.g.
-# cuda-exp-half-units -> build/gpu/cuda-exp-half-units, which
-# ROPEKV_GPU_BUILD=build/gpu/cuda-exp-half-units bash scripts/gpu_run.sh runs).
+# ROPEKV_GPU_EXTRA_PRESETS adds measurement builds the same way (preset P ->
+# build/gpu/P, which ROPEKV_GPU_BUILD=build/gpu/P bash scripts/gpu_run.sh runs).
 # Usage: bash scripts/gpu_build.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."

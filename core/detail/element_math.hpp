@@ -205,62 +205,72 @@ ROPEKV_HD PairIndex pair_index(RopeStyle style, std::int64_t p, std::int64_t hal
 //    subnormal, huge, infinite, NaN or negative device scales.
 // The Markstein form: with the divisor's correctly rounded reciprocal
 // y = RN(1/s) (once per call), q0 = RN(v*y) is a faithful approximation of
-// v/s, and one Markstein correction
-//   e = v - s*q0 (exact, by fma),  q1 = RN(q0 + e*y)
+// v/s, and one Markstein correction with the negated remainder
+//   r = RN(s*q0 - v) (exact, by fma),  q1 = RN(q0 - r*y) = fma(-r, y, q0)
 // yields RN(v/s) exactly whenever no intermediate overflows or underflows
-// (Markstein's theorem). Outside that, for divisors in [2^-60, 2^60]:
-//  * q0 zero, infinite or NaN (v = +-0, +-inf, NaN, overflow): q0 itself is
-//    RN(v/s) or saturates the same way, and keeps the sign of zero;
+// (Markstein's theorem). The remainder is taken negated (s*q0 - v rather
+// than v - s*q0) so that for v = +-0 it is +0 and q1 = q0 + (-0) keeps the
+// sign of zero. For divisors in [2^-60, 2^60] the other special cases:
+//  * q0 infinite (v infinite, or v/s overflows) or NaN: r is infinite or
+//    NaN; clamping it to [-FLT_MAX, FLT_MAX] (fmin/fmax return the number
+//    for a NaN operand) leaves q1 = q0, as the fma adds a finite product to
+//    an infinite q0 exactly, and a finite r is never changed;
 //  * |v| < 2^-100 (the remainder may underflow): the quotient is below
 //    2^-40 and may be off by an ulp, which no FP8 format can see (their
 //    smallest step is 2^-16 at most); likewise quotients from 2^127 on.
-// A multiplying scale m runs the same instructions with y = m and keeps q0 =
-// RN(v*m) always (keep_q0 = 0), so neither convention pays for the other.
-// So every FP8 code is the code of the IEEE quotient or product, and host
-// and device store the same bits, for every scale and both conventions.
+// A multiplying scale m runs the same instructions with y = m, s = 0 and the
+// correction's factor +-0 (m's sign): r = RN(-v) and q1 = q0 + (-r * +-0) =
+// q0, a zero of q0's sign added to zero q0 included (see make_divisor). So
+// neither convention pays for the other, every FP8 code is the code of the
+// IEEE quotient or product, and host and device store the same bits, for
+// every scale and both conventions.
 // Tests compare apply_scale_markstein with IEEE division and multiplication
 // over every float32 input on the GPU and a dense sweep on the host
 // (tests/test_scale_division.cpp, which also checks the host's apply_scale).
 // Scales apply to FP8 outputs only.
+enum : std::uint32_t { kScaleFast = 0, kScaleIeeeDivision = 1, kScaleMultiply = 2 };
 struct ScaleDivisor {
-  float divisor;  // dividing: the scale s (multiplying: 1, unused)
-  float recip;    // dividing: RN(1 / s); multiplying: the scale m
-  // q0 is the result where (|q0 bits| - 1), unsigned, is at least this:
-  // 0x7f7fffff (dividing: q0 zero, infinite or NaN) or 0 (multiplying);
-  // kIeeeDivision: dividing by s outside [2^-60, 2^60], v / s itself.
-  std::uint32_t keep_q0;
+  float divisor;  // dividing: the scale s; multiplying: 0
+  float recip;    // q0's factor: dividing: RN(1 / s); multiplying: the scale m
+  float correct;  // the correction's factor: dividing: RN(1 / s); multiplying: +-0 (m's sign)
+  // kScaleFast: dividing by s in [2^-60, 2^60] (the Markstein form);
+  // kScaleIeeeDivision: dividing by any other s, v / s itself; kScaleMultiply.
+  std::uint32_t mode;
 };
-constexpr std::uint32_t kIeeeDivision = 1u;
-ROPEKV_HD bool needs_ieee(ScaleDivisor d) { return d.keep_q0 == kIeeeDivision; }
+ROPEKV_HD bool needs_ieee(ScaleDivisor d) { return d.mode == kScaleIeeeDivision; }
 // Divisors for which the Markstein form is proven exact: [2^-60, 2^60]
 // (float bits 0x21800000 .. 0x5d800000; negative and NaN bits fall outside).
 ROPEKV_HD bool markstein_exact(float divisor) {
   return f32_bits(divisor) - 0x21800000u <= 0x5d800000u - 0x21800000u;
 }
 ROPEKV_HD ScaleDivisor make_divisor(float scale, ScaleConvention convention) {
-  const bool multiply = convention == ScaleConvention::kMultiply;
   ScaleDivisor d;
-  d.divisor = multiply ? 1.0f : scale;
-  d.recip = multiply ? scale : 1.0f / scale;  // IEEE division: correctly rounded
-  d.keep_q0 = multiply ? 0u : (markstein_exact(scale) ? 0x7f7fffffu : kIeeeDivision);
+  if (convention == ScaleConvention::kMultiply) {
+    d.divisor = 0.0f;
+    d.recip = scale;
+    d.correct = (f32_bits(scale) & 0x80000000u) != 0 ? -0.0f : 0.0f;
+    d.mode = kScaleMultiply;
+  } else {
+    d.divisor = scale;
+    d.recip = 1.0f / scale;  // IEEE division: correctly rounded
+    d.correct = d.recip;
+    d.mode = markstein_exact(scale) ? kScaleFast : kScaleIeeeDivision;
+  }
   return d;
 }
 // The Markstein form alone: the device's quantization step for a divisor
 // that does not need_ieee (kernels test that once per group of elements or
 // per launch, not per element); callable on the host for tests.
 ROPEKV_HD float apply_scale_fast(float v, ScaleDivisor d) {
+  constexpr float kMax = 3.40282347e38f;  // FLT_MAX
   const float q0 = v * d.recip;
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
-  const float e = ::fmaf(-d.divisor, q0, v);
-  const float q1 = ::fmaf(e, d.recip, q0);
+  const float r = ::fminf(::fmaxf(::fmaf(d.divisor, q0, -v), -kMax), kMax);
+  return ::fmaf(-r, d.correct, q0);
 #else
-  const float e = std::fmaf(-d.divisor, q0, v);
-  const float q1 = std::fmaf(e, d.recip, q0);
+  const float r = std::fmin(std::fmax(std::fmaf(d.divisor, q0, -v), -kMax), kMax);
+  return std::fmaf(-r, d.correct, q0);
 #endif
-  // Dividing: q0 is zero, infinite or NaN <=> (|bits| - 1) wraps or reaches
-  // inf's bits; multiplying: always q0.
-  const std::uint32_t special = (f32_bits(q0) & 0x7fffffffu) - 1u;
-  return special >= d.keep_q0 ? q0 : q1;
 }
 // The device's quantization step (see above); callable on the host for tests.
 ROPEKV_HD float apply_scale_markstein(float v, ScaleDivisor d) {
@@ -270,7 +280,7 @@ ROPEKV_HD float apply_scale(float v, ScaleDivisor d) {
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
   return apply_scale_markstein(v, d);
 #else
-  return d.keep_q0 == 0u ? v * d.recip : v / d.divisor;
+  return d.mode == kScaleMultiply ? v * d.recip : v / d.divisor;
 #endif
 }
 

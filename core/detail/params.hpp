@@ -211,13 +211,25 @@ ROPEKV_HD bool position_in_range(const P& p, std::int64_t pos) {
   return pos >= 0 && pos < p.max_pos;
 }
 
-// The rest of the plan: the page-table look-ups (dependent reads) and, in
-// checked mode, the bounds checks. Checked mode exists for garbage indices,
-// so its arithmetic cannot overflow: the page-table entry j = kv_indptr[b] +
-// page is formed only once 0 <= kv_indptr[b] and page < num_kv_indices -
-// kv_indptr[b] are known (page >= 0 there, so j < num_kv_indices).
+// The first page-table look-up of a plan: kv_indptr[b], the sequence's
+// first entry (0, nothing read, for slot mapping, padding and, in checked
+// mode, a bad batch index or position). A kernel may issue it before its
+// other loads (it heads the longest chain) and pass it to finish_plan.
 template <class P>
-ROPEKV_HD TokenPlan finish_plan(const P& p, const TokenIndices& ix) {
+ROPEKV_HD std::int64_t plan_begin(const P& p, const TokenIndices& ix) {
+  if (p.addressing == Addressing::kSlotMapping || ix.key < 0) return 0;
+  if (p.checked && !(ix.key < p.batch_size && ix.kv_pos >= 0)) return 0;
+  return p.kv_indptr[ix.key];
+}
+
+// The rest of the plan: the page-table look-ups (dependent reads; `begin`
+// from plan_begin) and, in checked mode, the bounds checks. Checked mode
+// exists for garbage indices, so its arithmetic cannot overflow: the
+// page-table entry j = kv_indptr[b] + page is formed only once 0 <=
+// kv_indptr[b] and page < num_kv_indices - kv_indptr[b] are known (page >= 0
+// there, so j < num_kv_indices).
+template <class P>
+ROPEKV_HD TokenPlan finish_plan(const P& p, const TokenIndices& ix, std::int64_t begin) {
   TokenPlan plan;
   if (ix.key < 0) return plan;  // padding
   bool ok = true;
@@ -230,7 +242,6 @@ ROPEKV_HD TokenPlan finish_plan(const P& p, const TokenIndices& ix) {
     if (p.checked) ok = b < p.batch_size && ix.kv_pos >= 0;
     if (ok) {
       const PageEntry pe = page_of(p, ix.kv_pos);  // (page within the sequence, entry)
-      const std::int64_t begin = p.kv_indptr[b];
       if (p.checked) {
         const std::int64_t end = p.kv_indptr[b + 1];
         ok = begin >= 0 && pe.page < p.num_kv_indices - begin && begin + pe.page < end;
@@ -248,6 +259,10 @@ ROPEKV_HD TokenPlan finish_plan(const P& p, const TokenIndices& ix) {
   plan.write = ok;
   plan.bad = !ok;
   return plan;
+}
+template <class P>
+ROPEKV_HD TokenPlan finish_plan(const P& p, const TokenIndices& ix) {
+  return finish_plan(p, ix, plan_begin(p, ix));
 }
 
 ROPEKV_HD TokenPlan plan_token(const LaunchParams& p, std::int64_t t) {

@@ -16,28 +16,17 @@ namespace gpu {
 #define ROPEKV_DECODE_MIN_BLOCKS 5
 #endif
 constexpr int kDecodeMinBlocks = ROPEKV_DECODE_MIN_BLOCKS;
-// Threads per unit: 1, or 2 in a measurement build with
-// ROPEKV_EXPERIMENT_DECODE_HALF_UNITS, where each thread takes half a unit
-// (4 elements of each of its two vectors: half the arithmetic per thread,
-// twice the threads); the launcher sizes the grid by it.
-#if defined(ROPEKV_EXPERIMENT_DECODE_HALF_UNITS)
-#if defined(ROPEKV_EXPERIMENT_DECODE_NO_MATH)
-#error "ROPEKV_EXPERIMENT_DECODE_NO_MATH measures whole units only"
-#endif
-constexpr std::uint32_t kDecodeSplit = 2;
-#else
-constexpr std::uint32_t kDecodeSplit = 1;
-#endif
-constexpr int kDecodeElems = 8 / int(kDecodeSplit);  // elements a thread takes of each vector
 
 // For launches whose one-unit-per-thread grid fits on the device at once
 // (decode batches). Block (x, y) takes a chunk of token y's units, each
 // thread one unit, so each warp's chain is one unit long. A thread's loads
 // go out in three steps, each as soon as what it depends on has arrived:
 //   1. its token's index entries and, for a device scale, its part's scale;
-//   2. once the index entries say the token is not padding: the unit's two
-//      input vectors, its cos/sin values (position) and the page-table
-//      look-ups (batch index), all at once;
+//   2. once the index entries say the token is not padding: for a page
+//      table first kv_indptr[b] (the head of the longest chain: kv_indices
+//      follows it), then the unit's two input vectors and its cos/sin
+//      values (position), all at once; the page entry once kv_indptr[b]
+//      is in;
 //   3. rotation, quantization and the two stores.
 // Loading the inputs in step 1 (a padding token's rows may be read) measured
 // slower (perf/RESULTS.md): their addresses' parameter reads hold up the
@@ -129,11 +118,21 @@ __device__ __forceinline__ TokenIndices decode_indices(const DecodeParams& p, st
   }
 }
 template <int kForm>
-__device__ __forceinline__ TokenPlan decode_plan(const DecodeParams& p, const TokenIndices& ix) {
+__device__ __forceinline__ std::int64_t decode_begin(const DecodeParams& p,
+                                                     const TokenIndices& ix) {
   if constexpr (kForm == kIndexAny) {
-    return finish_plan(p, ix);
+    return plan_begin(p, ix);
   } else {
-    return finish_plan(fixed_index<kForm>(p), ix);
+    return plan_begin(fixed_index<kForm>(p), ix);
+  }
+}
+template <int kForm>
+__device__ __forceinline__ TokenPlan decode_plan(const DecodeParams& p, const TokenIndices& ix,
+                                                 std::int64_t begin) {
+  if constexpr (kForm == kIndexAny) {
+    return finish_plan(p, ix, begin);
+  } else {
+    return finish_plan(fixed_index<kForm>(p), ix, begin);
   }
 }
 
@@ -141,9 +140,7 @@ template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm>
 __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
     fused_decode_kernel(const DecodeParams p) {
   using S = ShapeOf<kR, kN, kDv>;
-  using V = Vec16<kDecodeElems>;
-  const std::uint32_t lane = blockIdx.x * blockDim.x + threadIdx.x;
-  const std::uint32_t u = lane / kDecodeSplit, piece = lane % kDecodeSplit;  // unit, its part
+  const std::uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
   const std::int64_t t = blockIdx.y;
   dependents_launch();
   if (u >= p.g.units) return;
@@ -156,53 +153,54 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
       param_at(p.src, r.part) +
       head_offset(t, r.head, param_at(p.src_token, r.part), param_at(p.src_head, r.part)) * 2);
   const std::uint32_t half = part_half<kR, kN, kDv>(p.g, r.part);
-  V va = {}, vb = {};
+  uint4 va = {}, vb = {};
   const std::uint32_t which = scale_index(r.part);
   ScaleDivisor div = param_at(p.div, which);
   const float* scale_ptr = param_at(p.scale_ptr, which);
   const float dev_scale = scale_ptr != nullptr ? *scale_ptr : 0.f;
-  // 2. Not padding: the unit's inputs, its cos/sin (checked mode: position
-  //    in range first) and the page-table look-ups.
+  // 2. Not padding: kv_indptr[b] (page tables), the unit's inputs, its
+  //    cos/sin (checked mode: position in range first), the page entry.
   if (ix.key < 0) return;
+  const std::int64_t begin = decode_begin<kForm>(p, ix);  // page tables: heads the longest chain
   if (!p.early_indices) {
-    va = load_readonly(reinterpret_cast<const V*>(x + r.sub) + piece);
-    vb = load_readonly(reinterpret_cast<const V*>(x + half / 8 + r.sub) + piece);
+    va = load_readonly(x + r.sub);
+    vb = load_readonly(x + half / 8 + r.sub);
   }
   const bool rotary = r.part <= kRotK;
-  float cv[kDecodeElems] = {}, sv[kDecodeElems] = {};
+  float cv[8] = {}, sv[8] = {};
   const bool pos_ok = !p.checked || position_in_range(p, ix.pos);
   if (rotary && pos_ok)
-    load_unit_cos<Cos, kDecodeElems>(p.style, S::rot_half(p.g),
-                                     p.cos_sin + ix.pos * p.cos_row_bytes, r.sub, cv, sv, piece);
+    load_unit_cos<Cos>(p.style, S::rot_half(p.g), p.cos_sin + ix.pos * p.cos_row_bytes, r.sub, cv,
+                       sv);
   if (scale_ptr != nullptr)  // while the cos/sin loads fly
     div = make_divisor(dev_scale, param_at(p.convention, which));
-  const TokenPlan plan = decode_plan<kForm>(p, ix);
+  const TokenPlan plan = decode_plan<kForm>(p, ix, begin);
   if (!plan.write) {
-    if (plan.bad && lane == 0 && p.skipped_tokens != nullptr) atomicAdd(p.skipped_tokens, 1ull);
+    if (plan.bad && u == 0 && p.skipped_tokens != nullptr) atomicAdd(p.skipped_tokens, 1ull);
     return;
   }
   if (p.early_indices) {
     dependency_wait();
-    va = load_readonly(reinterpret_cast<const V*>(x + r.sub) + piece);
-    vb = load_readonly(reinterpret_cast<const V*>(x + half / 8 + r.sub) + piece);
+    va = load_readonly(x + r.sub);
+    vb = load_readonly(x + half / 8 + r.sub);
   }
   // 3. The codes, then the address (a page-table entry may still be in
   //    flight while they are computed), then the stores.
-  Codes8<kDecodeElems> lo, hi;
+  uint2 lo, hi;
 #if defined(ROPEKV_EXPERIMENT_DECODE_NO_MATH)
   // Measurement only (wrong output): the same loads and stores, no rotation
   // or quantization; what the arithmetic costs on the chain.
   lo = make_uint2(va.x ^ f32_bits(cv[0]), va.y ^ f32_bits(sv[0]));
   hi = make_uint2(vb.x ^ f32_bits(cv[7]) ^ f32_bits(div.recip), vb.y ^ f32_bits(sv[7]));
 #else
-  encode_unit<In, Out, kDecodeElems>(p.style, rotary, div, va, vb, cv, sv, lo, hi);
+  encode_unit<In, Out>(p.style, rotary, div, va, vb, cv, sv, lo, hi);
 #endif
   const bool cache = cache_part(r.part);
   const std::int64_t dst_stride[3] = {param_at(p.dst_page, r.part), param_at(p.dst_entry, r.part),
                                       param_at(p.dst_head, r.part)};
   char* dst = param_at(p.dst, r.part) +
               cache_offset(cache ? plan.page : t, cache ? plan.entry : 0, r.head, dst_stride);
-  store_unit<kDecodeElems>(dst, half, r.sub, lo, hi, piece);
+  store_unit(dst, half, r.sub, lo, hi);
 }
 
 }  // namespace gpu

@@ -11,7 +11,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <type_traits>
 
 #include "cuda/vendor.hpp"
 #include "detail/element_math.hpp"
@@ -49,27 +48,16 @@ struct VecGeometry {
   std::uint32_t early_trigger;
 };
 
-// kN 16-bit elements in one vector load (8: 16 bytes; 4: 8 bytes, the
-// decode kernel's half units), and kN FP8 codes in one store.
-template <int kN>
-using Vec16 = std::conditional_t<kN == 8, uint4, uint2>;
-template <int kN>
-using Codes8 = std::conditional_t<kN == 8, uint2, std::uint32_t>;
-
-// Element e (0..7) of eight (0..3 of four) packed 16-bit values.
+// Element e (0..7) of eight packed 16-bit values.
 __device__ __forceinline__ std::uint16_t half_lane(const uint4& v, int e) {
   const std::uint32_t w = e < 2 ? v.x : (e < 4 ? v.y : (e < 6 ? v.z : v.w));
   return std::uint16_t((e & 1) ? (w >> 16) : (w & 0xffffu));
 }
-__device__ __forceinline__ std::uint16_t half_lane(const uint2& v, int e) {
-  const std::uint32_t w = e < 2 ? v.x : v.y;
-  return std::uint16_t((e & 1) ? (w >> 16) : (w & 0xffffu));
-}
 
-template <DType In, int kN = 8>
-__device__ __forceinline__ void decode8(const Vec16<kN>& v, float (&out)[kN]) {
+template <DType In>
+__device__ __forceinline__ void decode8(const uint4& v, float (&out)[8]) {
 #pragma unroll
-  for (int e = 0; e < kN; ++e) out[e] = Format<In>::decode(half_lane(v, e));
+  for (int e = 0; e < 8; ++e) out[e] = Format<In>::decode(half_lane(v, e));
 }
 
 // Eight cos (or sin) values starting at `row + first` elements.
@@ -109,28 +97,14 @@ __device__ __forceinline__ void load_cos4(const char* row, std::int64_t first, f
   }
 }
 
-// Two cos (or sin) values starting at `row + first` elements.
-template <DType Cos>
-__device__ __forceinline__ void load_cos2(const char* row, std::int64_t first, float* out) {
-  if constexpr (Cos == DType::kFloat32) {
-    const uint2 v = load_readonly(reinterpret_cast<const uint2*>(row + first * 4));
-    out[0] = __uint_as_float(v.x);
-    out[1] = __uint_as_float(v.y);
-  } else {
-    const std::uint32_t v = load_readonly(reinterpret_cast<const std::uint32_t*>(row + first * 2));
-    out[0] = Format<Cos>::decode(std::uint16_t(v & 0xffffu));
-    out[1] = Format<Cos>::decode(std::uint16_t(v >> 16));
-  }
-}
-
-// Eight (kN) values -> eight FP8 codes (the scale step, then the format's
+// Eight values -> eight FP8 codes (the scale step, then the format's
 // encoder). kIeee: the scale's divisor needs IEEE division (rare; see
 // ScaleDivisor), else the branch-free Markstein form.
-template <DType Out, bool kIeee, int kN = 8>
-__device__ __forceinline__ Codes8<kN> encode8_with(const float (&v)[kN], ScaleDivisor scale) {
-  std::uint32_t w[kN / 2];
+template <DType Out, bool kIeee>
+__device__ __forceinline__ uint2 encode8_with(const float (&v)[8], ScaleDivisor scale) {
+  std::uint32_t w[4];
 #pragma unroll
-  for (int i = 0; i < kN / 2; ++i) {
+  for (int i = 0; i < 4; ++i) {
     const float a = kIeee ? apply_scale(v[2 * i], scale) : apply_scale_fast(v[2 * i], scale);
     const float b =
         kIeee ? apply_scale(v[2 * i + 1], scale) : apply_scale_fast(v[2 * i + 1], scale);
@@ -139,16 +113,11 @@ __device__ __forceinline__ Codes8<kN> encode8_with(const float (&v)[kN], ScaleDi
       pair = std::uint32_t(Format<Out>::encode(a)) | (std::uint32_t(Format<Out>::encode(b)) << 8);
     w[i] = pair;
   }
-  if constexpr (kN == 8) {
-    return make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
-  } else {
-    return w[0] | (w[1] << 16);
-  }
+  return make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
 }
-template <DType Out, int kN = 8>
-__device__ __forceinline__ Codes8<kN> encode8(const float (&v)[kN], ScaleDivisor scale) {
-  return needs_ieee(scale) ? encode8_with<Out, true, kN>(v, scale)
-                           : encode8_with<Out, false, kN>(v, scale);
+template <DType Out>
+__device__ __forceinline__ uint2 encode8(const float (&v)[8], ScaleDivisor scale) {
+  return needs_ieee(scale) ? encode8_with<Out, true>(v, scale) : encode8_with<Out, false>(v, scale);
 }
 
 // Compile-time unit counts of a specialisation (kR > 0), or the launch's own.
@@ -289,68 +258,47 @@ __device__ __forceinline__ void vec_issue(const LaunchParams& p, const VecGeomet
 // The lane's cos and sin values for rotary unit `sub` (see VecUnit) of a
 // cos/sin row `cs` with rot_half = R/2: NeoX pairs 8 sub + e; interleaved
 // pairs 4 sub + e (e < 4) and R/4 + 4 sub + e.
-// kN = 4: the half `piece` (0, 1) of the unit (the decode kernel's half
-// units): NeoX pairs 8 sub + 4 piece + e; interleaved pairs 4 sub + 2 piece
-// + e (e < 2) and R/4 + the same.
-template <DType Cos, int kN = 8>
+template <DType Cos>
 __device__ __forceinline__ void load_unit_cos(RopeStyle style, std::uint32_t rot_half,
-                                              const char* cs, std::uint32_t sub, float (&cv)[kN],
-                                              float (&sv)[kN], std::uint32_t piece = 0) {
+                                              const char* cs, std::uint32_t sub, float (&cv)[8],
+                                              float (&sv)[8]) {
   const std::int64_t half = rot_half;
-  if constexpr (kN == 8) {
-    (void)piece;
-    if (style == RopeStyle::kNeox) {
-      load_cos8<Cos>(cs, 8 * std::int64_t(sub), cv);
-      load_cos8<Cos>(cs, half + 8 * std::int64_t(sub), sv);
-    } else {
-      const std::int64_t q = half / 2;
-      load_cos4<Cos>(cs, 4 * std::int64_t(sub), cv);
-      load_cos4<Cos>(cs, q + 4 * std::int64_t(sub), cv + 4);
-      load_cos4<Cos>(cs, half + 4 * std::int64_t(sub), sv);
-      load_cos4<Cos>(cs, half + q + 4 * std::int64_t(sub), sv + 4);
-    }
+  if (style == RopeStyle::kNeox) {
+    load_cos8<Cos>(cs, 8 * std::int64_t(sub), cv);
+    load_cos8<Cos>(cs, half + 8 * std::int64_t(sub), sv);
   } else {
-    if (style == RopeStyle::kNeox) {
-      const std::int64_t first = 8 * std::int64_t(sub) + 4 * std::int64_t(piece);
-      load_cos4<Cos>(cs, first, cv);
-      load_cos4<Cos>(cs, half + first, sv);
-    } else {
-      const std::int64_t q = half / 2, first = 4 * std::int64_t(sub) + 2 * std::int64_t(piece);
-      load_cos2<Cos>(cs, first, cv);
-      load_cos2<Cos>(cs, q + first, cv + 2);
-      load_cos2<Cos>(cs, half + first, sv);
-      load_cos2<Cos>(cs, half + q + first, sv + 2);
-    }
+    const std::int64_t q = half / 2;
+    load_cos4<Cos>(cs, 4 * std::int64_t(sub), cv);
+    load_cos4<Cos>(cs, q + 4 * std::int64_t(sub), cv + 4);
+    load_cos4<Cos>(cs, half + 4 * std::int64_t(sub), sv);
+    load_cos4<Cos>(cs, half + q + 4 * std::int64_t(sub), sv + 4);
   }
 }
 
 // The output codes of one unit with input vectors va, vb: rotated (rotary
 // units, with the lane's cos/sin) and quantized; lo holds the unit's first
 // 8 elements, hi its 8 elements half a row part further.
-// (kN = 4: half a unit, 4 elements of each vector.)
-template <DType In, DType Out, int kN = 8>
+template <DType In, DType Out>
 __device__ __forceinline__ void encode_unit(RopeStyle style, bool rotary, ScaleDivisor scale,
-                                            const Vec16<kN>& va, const Vec16<kN>& vb,
-                                            const float (&cv)[kN], const float (&sv)[kN],
-                                            Codes8<kN>& lo, Codes8<kN>& hi) {
-  constexpr int kPairs = kN / 2;  // interleaved pairs per vector
-  float a[kN], b[kN];
-  decode8<In, kN>(va, a);
-  decode8<In, kN>(vb, b);
+                                            const uint4& va, const uint4& vb, const float (&cv)[8],
+                                            const float (&sv)[8], uint2& lo, uint2& hi) {
+  float a[8], b[8];
+  decode8<In>(va, a);
+  decode8<In>(vb, b);
   if (rotary) {
-    float ya[kN], yb[kN];
+    float ya[8], yb[8];
     if (style == RopeStyle::kNeox) {
 #pragma unroll
-      for (int e = 0; e < kN; ++e) {
+      for (int e = 0; e < 8; ++e) {
         const RotatedPair r = rotate_pair(a[e], b[e], cv[e], sv[e]);
         ya[e] = r.y;
         yb[e] = r.yp;
       }
     } else {
 #pragma unroll
-      for (int e = 0; e < kPairs; ++e) {
+      for (int e = 0; e < 4; ++e) {
         const RotatedPair r0 = rotate_pair(a[2 * e], a[2 * e + 1], cv[e], sv[e]);
-        const RotatedPair r1 = rotate_pair(b[2 * e], b[2 * e + 1], cv[kPairs + e], sv[kPairs + e]);
+        const RotatedPair r1 = rotate_pair(b[2 * e], b[2 * e + 1], cv[4 + e], sv[4 + e]);
         ya[2 * e] = r0.y;
         ya[2 * e + 1] = r0.yp;
         yb[2 * e] = r1.y;
@@ -358,29 +306,20 @@ __device__ __forceinline__ void encode_unit(RopeStyle style, bool rotary, ScaleD
       }
     }
 #pragma unroll
-    for (int e = 0; e < kN; ++e) {
+    for (int e = 0; e < 8; ++e) {
       a[e] = ya[e];
       b[e] = yb[e];
     }
   }
-  lo = encode8<Out, kN>(a, scale);
-  hi = encode8<Out, kN>(b, scale);
+  lo = encode8<Out>(a, scale);
+  hi = encode8<Out>(b, scale);
 }
 
-// Stores a unit's codes into the output row part `dst` of half length
-// `half` (kN = 4: the codes of half `piece` of the unit).
-template <int kN = 8>
+// Stores a unit's codes into the output row part `dst` of half length `half`.
 __device__ __forceinline__ void store_unit(char* dst, std::uint32_t half, std::uint32_t sub,
-                                           const Codes8<kN>& lo, const Codes8<kN>& hi,
-                                           std::uint32_t piece = 0) {
-  if constexpr (kN == 8) {
-    (void)piece;
-    store_streaming(reinterpret_cast<uint2*>(dst) + sub, lo);
-    store_streaming(reinterpret_cast<uint2*>(dst + half) + sub, hi);
-  } else {
-    store_streaming(reinterpret_cast<std::uint32_t*>(dst) + 2 * sub + piece, lo);
-    store_streaming(reinterpret_cast<std::uint32_t*>(dst + half) + 2 * sub + piece, hi);
-  }
+                                           const uint2& lo, const uint2& hi) {
+  store_streaming(reinterpret_cast<uint2*>(dst) + sub, lo);
+  store_streaming(reinterpret_cast<uint2*>(dst + half) + sub, hi);
 }
 
 // The scale of a part's output: 0 q, 1 k, 2 v. The query parts are the even
