@@ -35,27 +35,18 @@ constexpr int kDecodeMinBlocks = ROPEKV_DECODE_MIN_BLOCKS;
 // step 1; with it, steps 1 and 2 but the input loads happen before the wait,
 // the input loads and the stores after it.
 
-// The decode kernel's parameters: what it reads, grouped by when. The
-// index-resolution members carry LaunchParams' names (load_token_indices,
-// finish_plan).
+// The decode kernel's parameters: what it reads, in the order it first reads
+// them (the geometry and flags, the index arrays, the unit's input and
+// scale, cos/sin, the page look-ups, the output), so that the lines of the
+// parameter bank come in as they are needed. The index-resolution members
+// carry LaunchParams' names (load_token_indices, finish_plan).
 struct DecodeParams {
-  IndexArray slot_mapping, batch_indices, kv_positions, positions, kv_indptr, kv_indices;
-  Addressing addressing = Addressing::kSlotMapping;
-  int page_shift = -1;
-  std::int64_t page_size = 0;
+  VecGeometry g = {};
+  std::uint32_t num_q_heads = 0;
   bool checked = false;
   bool early_indices = false;
-  std::int64_t batch_size = 0, num_kv_indices = 0, num_pages = 0, max_pos = 0;
-  unsigned long long* skipped_tokens = nullptr;
-
-  const char* cos_sin = nullptr;
-  std::int64_t cos_row_bytes = 0;
-  RopeStyle style = RopeStyle::kNeox;
-  std::uint32_t num_q_heads = 0;
-  ScaleDivisor div[3] = {};            // host scales (by scale_index), made on the host
-  const float* scale_ptr[3] = {};      // device scales (null: use div)
-  ScaleConvention convention[3] = {};  // of the device scales
-  VecGeometry g = {};
+  Addressing addressing = Addressing::kSlotMapping;
+  IndexArray slot_mapping, positions, batch_indices, kv_positions, kv_indptr, kv_indices;
   // Per row part (kRotQ .. kValue): its input rows (2-byte elements, token
   // and head strides) and where its output rows are (1-byte elements), with
   // query outputs addressed as (token, 0, head) and caches as (page, entry,
@@ -63,6 +54,16 @@ struct DecodeParams {
   // where it is used.
   const char* src[kParts] = {};
   std::int64_t src_token[kParts] = {}, src_head[kParts] = {};
+  ScaleDivisor div[3] = {};            // host scales (by scale_index), made on the host
+  const float* scale_ptr[3] = {};      // device scales (null: use div)
+  ScaleConvention convention[3] = {};  // of the device scales
+  const char* cos_sin = nullptr;
+  std::int64_t cos_row_bytes = 0;
+  RopeStyle style = RopeStyle::kNeox;
+  int page_shift = -1;
+  std::int64_t page_size = 0;
+  std::int64_t batch_size = 0, num_kv_indices = 0, num_pages = 0, max_pos = 0;
+  unsigned long long* skipped_tokens = nullptr;
   char* dst[kParts] = {};
   std::int64_t dst_page[kParts] = {}, dst_entry[kParts] = {}, dst_head[kParts] = {};
 };
