@@ -76,7 +76,7 @@ struct DecodeParams {
 // power-of-two page size.
 enum : int { kIndexAny = 0, kIndexSlot64 = 1, kIndexTable32 = 2 };
 
-// The members load_token_indices and finish_plan read, for a fixed form:
+// The members load_token_indices, plan_begin and finish_plan read, for a fixed form:
 // index arrays of fixed widths, no checks.
 template <int kForm>
 struct FixedIndex {
@@ -102,38 +102,17 @@ __device__ __forceinline__ PageEntry page_of(const FixedIndex<kForm>& p, std::in
   pe.entry = slot & (p.page_size - 1);
   return pe;
 }
+// The members the index resolution (load_token_indices, plan_begin,
+// finish_plan) reads, in form kForm: the parameters themselves for
+// kIndexAny, else their fixed-width view.
 template <int kForm>
-__device__ __forceinline__ FixedIndex<kForm> fixed_index(const DecodeParams& p) {
-  return FixedIndex<kForm>{
-      {p.slot_mapping.data}, {p.batch_indices.data}, {p.kv_positions.data}, {p.positions.data},
-      {p.kv_indptr.data},    {p.kv_indices.data},    p.page_shift,          p.page_size};
-}
-
-// Token t's index entries and, once loaded, its plan, in form kForm.
-template <int kForm>
-__device__ __forceinline__ TokenIndices decode_indices(const DecodeParams& p, std::int64_t t) {
+__device__ __forceinline__ decltype(auto) index_view(const DecodeParams& p) {
   if constexpr (kForm == kIndexAny) {
-    return load_token_indices(p, t);
+    return (p);  // a reference: the parameters, not a copy
   } else {
-    return load_token_indices(fixed_index<kForm>(p), t);
-  }
-}
-template <int kForm>
-__device__ __forceinline__ std::int64_t decode_begin(const DecodeParams& p,
-                                                     const TokenIndices& ix) {
-  if constexpr (kForm == kIndexAny) {
-    return plan_begin(p, ix);
-  } else {
-    return plan_begin(fixed_index<kForm>(p), ix);
-  }
-}
-template <int kForm>
-__device__ __forceinline__ TokenPlan decode_plan(const DecodeParams& p, const TokenIndices& ix,
-                                                 std::int64_t begin) {
-  if constexpr (kForm == kIndexAny) {
-    return finish_plan(p, ix, begin);
-  } else {
-    return finish_plan(fixed_index<kForm>(p), ix, begin);
+    return FixedIndex<kForm>{
+        {p.slot_mapping.data}, {p.batch_indices.data}, {p.kv_positions.data}, {p.positions.data},
+        {p.kv_indptr.data},    {p.kv_indices.data},    p.page_shift,          p.page_size};
   }
 }
 
@@ -148,7 +127,7 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
   if (!p.early_indices) dependency_wait();
   // 1. The token's index entries (the head of the chain), then the unit's
   //    input address and scale, which do not depend on them.
-  const TokenIndices ix = decode_indices<kForm>(p, t);
+  const TokenIndices ix = load_token_indices(index_view<kForm>(p), t);
   const UnitRef r = unit_ref<kR, kN, kDv>(p.g, p.num_q_heads, u);
   const uint4* x = reinterpret_cast<const uint4*>(
       param_at(p.src, r.part) +
@@ -162,7 +141,8 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
   // 2. Not padding: kv_indptr[b] (page tables), the unit's inputs, its
   //    cos/sin (checked mode: position in range first), the page entry.
   if (ix.key < 0) return;
-  const std::int64_t begin = decode_begin<kForm>(p, ix);  // page tables: heads the longest chain
+  // Page tables: kv_indptr[b] heads the longest chain.
+  const std::int64_t begin = plan_begin(index_view<kForm>(p), ix);
   if (!p.early_indices) {
     va = load_readonly(x + r.sub);
     vb = load_readonly(x + half / 8 + r.sub);
@@ -175,7 +155,7 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
                        sv);
   if (scale_ptr != nullptr)  // while the cos/sin loads fly
     div = make_divisor(dev_scale, param_at(p.convention, which));
-  const TokenPlan plan = decode_plan<kForm>(p, ix, begin);
+  const TokenPlan plan = finish_plan(index_view<kForm>(p), ix, begin);
   if (!plan.write) {
     if (plan.bad && u == 0 && p.skipped_tokens != nullptr) atomicAdd(p.skipped_tokens, 1ull);
     return;
