@@ -209,8 +209,9 @@ int decode_form(const LaunchParams& p) {
 // The kernels of the vector paths for a (dtypes, shape); the decode kernels
 // of the specialised shapes also come in the fixed index forms.
 enum class VecFamily { kDirect, kStaged, kDecode };
+// *by_part: the decode kernel takes the by-part layout (kIndexTable32).
 template <VecFamily F, DType In, DType Out, DType Cos, int kR, int kN, int kDv>
-const void* vec_kernel(const LaunchParams& p) {
+const void* vec_kernel(const LaunchParams& p, bool* by_part) {
   if constexpr (F == VecFamily::kStaged)
     return reinterpret_cast<const void*>(&fused_vec_staged_kernel<In, Out, Cos, kR, kN, kDv>);
   if constexpr (F == VecFamily::kDecode) {
@@ -220,6 +221,7 @@ const void* vec_kernel(const LaunchParams& p) {
           return reinterpret_cast<const void*>(
               &fused_decode_kernel<In, Out, Cos, kR, kN, kDv, kIndexSlot64>);
         case kIndexTable32:
+          *by_part = true;
           return reinterpret_cast<const void*>(
               &fused_decode_kernel<In, Out, Cos, kR, kN, kDv, kIndexTable32>);
         default: break;
@@ -229,6 +231,7 @@ const void* vec_kernel(const LaunchParams& p) {
         &fused_decode_kernel<In, Out, Cos, kR, kN, kDv, kIndexAny>);
   }
   (void)p;
+  (void)by_part;
   return reinterpret_cast<const void*>(&fused_vec_kernel<In, Out, Cos, kR, kN, kDv>);
 }
 
@@ -236,36 +239,66 @@ const void* vec_kernel(const LaunchParams& p) {
 // e4m3fn out, fp32 cos/sin); every other eligible case the run-time shape
 // kernel.
 template <VecFamily F, DType In, DType Out, DType Cos>
-const void* pick_shape(const LaunchParams& p) {
+const void* pick_shape(const LaunchParams& p, bool* by_part) {
   if constexpr (Out == DType::kFloat8E4M3FN && Cos == DType::kFloat32) {
     const std::int64_t r = p.rotary_dim, n = p.nope_dim, dv = p.v_dim;
-    if (r == 64 && n == 0 && dv == 64) return vec_kernel<F, In, Out, Cos, 64, 0, 64>(p);
-    if (r == 128 && n == 0 && dv == 128) return vec_kernel<F, In, Out, Cos, 128, 0, 128>(p);
-    if (r == 64 && n == 64 && dv == 128) return vec_kernel<F, In, Out, Cos, 64, 64, 128>(p);
-    if (r == 64 && n == 512 && dv == 0) return vec_kernel<F, In, Out, Cos, 64, 512, 0>(p);
+    if (r == 64 && n == 0 && dv == 64) return vec_kernel<F, In, Out, Cos, 64, 0, 64>(p, by_part);
+    if (r == 128 && n == 0 && dv == 128)
+      return vec_kernel<F, In, Out, Cos, 128, 0, 128>(p, by_part);
+    if (r == 64 && n == 64 && dv == 128)
+      return vec_kernel<F, In, Out, Cos, 64, 64, 128>(p, by_part);
+    if (r == 64 && n == 512 && dv == 0) return vec_kernel<F, In, Out, Cos, 64, 512, 0>(p, by_part);
   }
-  return vec_kernel<F, In, Out, Cos, 0, 0, 0>(p);
+  return vec_kernel<F, In, Out, Cos, 0, 0, 0>(p, by_part);
 }
 
 // The vector path's inputs (its 16-byte loads hold 8 elements of 2 bytes),
 // each ending with its fallback (dispatch.hpp).
 using VecInputs = DTypeList<DType::kFloat16, DType::kBFloat16>;
 template <VecFamily F>
-const void* pick_vec(const LaunchParams& p) {
+const void* pick_vec(const LaunchParams& p, bool* by_part = nullptr) {
+  bool unused = false;
+  if (by_part == nullptr) by_part = &unused;
   return dispatch<VecInputs>(p.in.dtype, [&](auto in) {
     constexpr DType kIn = decltype(in)::value;
     return dispatch<Fp8DTypes>(p.q_out.dtype, [&](auto out) {
       constexpr DType kOut = decltype(out)::value;
-      return p.cos.dtype == DType::kFloat32 ? pick_shape<F, kIn, kOut, DType::kFloat32>(p)
-                                            : pick_shape<F, kIn, kOut, kIn>(p);
+      return p.cos.dtype == DType::kFloat32 ? pick_shape<F, kIn, kOut, DType::kFloat32>(p, by_part)
+                                            : pick_shape<F, kIn, kOut, kIn>(p, by_part);
     });
   });
+}
+
+// The decode path's blocks (see fused_decode_kernel's layouts), of whole
+// warps, up to 128 threads: registers are allocated to blocks in groups of
+// four warps, so 4-warp blocks waste none (perf/RESULTS.md).
+//  * packed: the token's units in `chunks` blocks;
+//  * by part: each part's units on warps of its own, the warps in blocks.
+struct DecodeLayout {
+  unsigned block = 0, chunks = 0;
+  std::uint32_t units[kParts] = {};
+  std::uint32_t warp_begin[kParts + 1] = {};
+};
+DecodeLayout decode_layout(const VecGeometry& g, std::uint32_t hq, std::uint32_t hk, bool by_part) {
+  constexpr unsigned kWarps = 4;
+  DecodeLayout d;
+  d.units[kRotQ] = hq * g.rot_sub;
+  d.units[kRotK] = hk * g.rot_sub;
+  d.units[kNopeQ] = hq * g.nope_sub;
+  d.units[kNopeK] = hk * g.nope_sub;
+  d.units[kValue] = hk * g.v_sub;
+  for (int i = 0; i < kParts; ++i)
+    d.warp_begin[i + 1] = d.warp_begin[i] + (by_part ? (d.units[i] + 31) / 32 : 0);
+  const unsigned warps = by_part ? d.warp_begin[kParts] : (g.units + 31) / 32;
+  d.block = 32 * (warps < kWarps ? warps : kWarps);
+  d.chunks = (warps + kWarps - 1) / kWarps;
+  return d;
 }
 
 // The decode kernel's view of p (see DecodeParams), every field written in
 // place, in two parts as lowering has them (core/src/lower.cpp): the shape
 // (host scales become divisors here, once per decision) and the step's data.
-void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, DecodeParams& d) {
+void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, bool by_part, DecodeParams& d) {
   d.addressing = p.addressing;
   d.page_shift = p.page_shift;
   d.page_size = p.page_size;
@@ -276,6 +309,10 @@ void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, DecodeParams
   d.cos_row_bytes = p.cos_row_stride * p.cos.bytes;
   d.style = p.style;
   d.num_q_heads = std::uint32_t(p.num_q_heads);
+  const DecodeLayout layout =
+      decode_layout(g, std::uint32_t(p.num_q_heads), std::uint32_t(p.num_kv_heads), by_part);
+  std::memcpy(d.warp_begin, layout.warp_begin, sizeof d.warp_begin);
+  std::memcpy(d.units, layout.units, sizeof d.units);
   const ScaleParam* scales[3] = {&p.q_scale, &p.k_scale, &p.v_scale};  // by scale_index
   for (int i = 0; i < 3; ++i) {
     d.div[i] = scales[i]->divisor_of(scales[i]->value);
@@ -345,21 +382,6 @@ unsigned grid_for(std::uint64_t work, unsigned block, int sms, unsigned per_sm) 
   const std::uint64_t want = (work + block - 1) / block;
   const std::uint64_t cap = std::uint64_t(sms) * per_sm;
   return unsigned(want < cap ? (want > 0 ? want : 1) : cap);
-}
-
-// The decode path's blocks: a token's units in `chunks` blocks of `block`
-// threads. Up to 128 units, one block of whole warps; beyond, blocks of 128
-// threads (registers are allocated to blocks in groups of four warps, so
-// 4-warp blocks waste none: perf/RESULTS.md).
-void decode_blocks(std::uint32_t units, unsigned* block, unsigned* chunks) {
-  constexpr unsigned kWide = 128;
-  if (units <= kWide) {
-    *block = (units + 31) / 32 * 32;
-    *chunks = 1;
-  } else {
-    *block = kWide;
-    *chunks = (units + kWide - 1) / kWide;
-  }
 }
 
 // [[maybe_unused]]: HIP's device passes see these but not their one user.
@@ -448,16 +470,18 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   VecGeometry g = geometry(p, sms, &staged);
   // Decode: the whole one-unit-per-thread grid resident at once.
   if (tune.decode >= 0 && p.nnz <= 65535) {
-    unsigned block = 0, chunks = 0;
-    decode_blocks(g.units, &block, &chunks);
-    const void* kernel = pick_vec<VecFamily::kDecode>(p);
-    const std::uint64_t blocks = std::uint64_t(chunks) * std::uint64_t(p.nnz);
-    const int per_sm = resident_per_sm(kernel, block, 0, dev);
+    bool by_part = false;
+    const void* kernel = pick_vec<VecFamily::kDecode>(p, &by_part);
+    const DecodeLayout d =
+        decode_layout(g, std::uint32_t(p.num_q_heads), std::uint32_t(p.num_kv_heads), by_part);
+    const std::uint64_t blocks = std::uint64_t(d.chunks) * std::uint64_t(p.nnz);
+    const int per_sm = resident_per_sm(kernel, d.block, 0, dev);
     if (per_sm > 0 && (tune.decode > 0 || blocks <= std::uint64_t(per_sm) * std::uint64_t(sms))) {
       l.path = Path::kDecode;
       l.kernel = kernel;
-      l.grid = dim3(chunks, unsigned(p.nnz));
-      l.block = dim3(block);
+      l.decode_by_part = by_part;
+      l.grid = dim3(d.chunks, unsigned(p.nnz));
+      l.block = dim3(d.block);
       l.geometry = g;
       return;
     }
@@ -547,7 +571,7 @@ void fill_call(const LaunchParams& p, PreparedLaunch& l, bool shape) {
   l.pdl = p.pdl;
   l.params = &p;
   if (l.path != Path::kDecode) return;
-  if (shape) fill_decode_shape(p, l.geometry, l.decode);
+  if (shape) fill_decode_shape(p, l.geometry, l.decode_by_part, l.decode);
   fill_decode_data(p, l.decode);
 }
 

@@ -36,6 +36,7 @@ struct PreparedLaunch {
   // `params` is prepare_launch's argument: it must outlive the launch.
   const LaunchParams* params = nullptr;
   VecGeometry geometry = {};
+  bool decode_by_part = false;  // the decode kernel's layout (see fused_decode_kernel)
   DecodeParams decode;
 };
 

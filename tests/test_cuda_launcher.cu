@@ -142,6 +142,9 @@ TEST(CudaLauncher, KeptDecisionFollowsTokenCountAlignmentAndData) {
     EXPECT_EQ(a.decode.slot_mapping.data, b.decode.slot_mapping.data);
     EXPECT_EQ(a.decode.cos_sin, b.decode.cos_sin);
     EXPECT_EQ(a.decode.g.units, b.decode.g.units);
+    EXPECT_EQ(a.decode_by_part, b.decode_by_part);
+    EXPECT_EQ(std::memcmp(&a.decode.warp_begin, &b.decode.warp_begin, sizeof a.decode.warp_begin),
+              0);
   };
   const LaunchParams first = params(8, base);
   const gpu::PreparedLaunch a = kept(first);

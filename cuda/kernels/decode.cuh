@@ -18,9 +18,19 @@ namespace gpu {
 constexpr int kDecodeMinBlocks = ROPEKV_DECODE_MIN_BLOCKS;
 
 // For launches whose one-unit-per-thread grid fits on the device at once
-// (decode batches). Block (x, y) takes a chunk of token y's units, each
-// thread one unit, so each warp's chain is one unit long. A thread's loads
-// go out in three steps, each as soon as what it depends on has arrived:
+// (decode batches): token blockIdx.y's units in blocks along blockIdx.x,
+// each thread one unit, so each warp's chain is one unit long. Two layouts
+// (the launcher's decode_layout):
+//  * packed (slot mapping, kIndexAny): unit u = blockIdx.x * blockDim.x +
+//    threadIdx.x of the token's units (VecGeometry's order), each thread
+//    finding its part, head and parameters at run time;
+//  * by part (page tables, kIndexTable32): each row part starts on a warp
+//    of its own, and each warp runs its part's compile-time body, which
+//    reads that part's parameters directly, and whose query units skip the
+//    page look-ups (only the cache parts need them; the form is unchecked).
+//    For slot mapping the packed layout measured faster (perf/RESULTS.md).
+// A thread's loads go out in three steps, each as soon as what it depends on
+// has arrived:
 //   1. its token's index entries and, for a device scale, its part's scale;
 //   2. once the index entries say the token is not padding: for a page
 //      table first kv_indptr[b] (the head of the longest chain: kv_indices
@@ -66,6 +76,10 @@ struct DecodeParams {
   unsigned long long* skipped_tokens = nullptr;
   char* dst[kParts] = {};
   std::int64_t dst_page[kParts] = {}, dst_entry[kParts] = {}, dst_head[kParts] = {};
+  // By part: a token's warps [warp_begin[P], warp_begin[P + 1]) take part
+  // P's units[P] units (last: the packed layout does not read them).
+  std::uint32_t warp_begin[kParts + 1] = {};
+  std::uint32_t units[kParts] = {};
 };
 
 // The index forms of the decode kernel: any (read from DecodeParams at run
@@ -116,19 +130,30 @@ __device__ __forceinline__ decltype(auto) index_view(const DecodeParams& p) {
   }
 }
 
-template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm>
-__global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
-    fused_decode_kernel(const DecodeParams p) {
+// The part of decode_unit's units: one part (by-part layout) or any
+// (packed layout: found at run time).
+constexpr std::uint32_t kAnyPart = kParts;
+
+// Unit w of token t: the packed layout's unit w (P = kAnyPart), or unit w of
+// part P (by-part layout); beyond the token's (or part's) units, nothing.
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm, std::uint32_t P>
+__device__ __forceinline__ void decode_unit(const DecodeParams& p, std::uint32_t w,
+                                            std::int64_t t) {
   using S = ShapeOf<kR, kN, kDv>;
-  const std::uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
-  const std::int64_t t = blockIdx.y;
-  dependents_launch();
-  if (u >= p.g.units) return;
+  if (w >= (P == kAnyPart ? p.g.units : p.units[P])) return;
   if (!p.early_indices) dependency_wait();
   // 1. The token's index entries (the head of the chain), then the unit's
   //    input address and scale, which do not depend on them.
   const TokenIndices ix = load_token_indices(index_view<kForm>(p), t);
-  const UnitRef r = unit_ref<kR, kN, kDv>(p.g, p.num_q_heads, u);
+  UnitRef r;
+  if constexpr (P == kAnyPart) {
+    r = unit_ref<kR, kN, kDv>(p.g, p.num_q_heads, w);
+  } else {
+    const std::uint32_t subs = part_half<kR, kN, kDv>(p.g, P) / 8;  // units a row
+    r.part = P;
+    r.head = w / subs;
+    r.sub = w - r.head * subs;
+  }
   const uint4* x = reinterpret_cast<const uint4*>(
       param_at(p.src, r.part) +
       head_offset(t, r.head, param_at(p.src_token, r.part), param_at(p.src_head, r.part)) * 2);
@@ -141,8 +166,11 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
   // 2. Not padding: kv_indptr[b] (page tables), the unit's inputs, its
   //    cos/sin (checked mode: position in range first), the page entry.
   if (ix.key < 0) return;
-  // Page tables: kv_indptr[b] heads the longest chain.
-  const std::int64_t begin = plan_begin(index_view<kForm>(p), ix);
+  const bool cache = cache_part(r.part);
+  // Page tables: kv_indptr[b] heads the longest chain. A query part's body
+  // skips the look-ups (the fixed forms are unchecked).
+  const bool plan_needed = P == kAnyPart || kForm == kIndexAny || cache;
+  const std::int64_t begin = plan_needed ? plan_begin(index_view<kForm>(p), ix) : 0;
   if (!p.early_indices) {
     va = load_readonly(x + r.sub);
     vb = load_readonly(x + half / 8 + r.sub);
@@ -155,9 +183,14 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
                        sv);
   if (scale_ptr != nullptr)  // while the cos/sin loads fly
     div = make_divisor(dev_scale, param_at(p.convention, which));
-  const TokenPlan plan = finish_plan(index_view<kForm>(p), ix, begin);
+  TokenPlan plan;
+  plan.write = true;
+  if (plan_needed) plan = finish_plan(index_view<kForm>(p), ix, begin);
   if (!plan.write) {
-    if (plan.bad && u == 0 && p.skipped_tokens != nullptr) atomicAdd(p.skipped_tokens, 1ull);
+    // Counted once a token: by its first unit (every unit plans where a
+    // token can be bad).
+    const bool first = P == kAnyPart ? w == 0 : blockIdx.x == 0 && threadIdx.x == 0;
+    if (plan.bad && first && p.skipped_tokens != nullptr) atomicAdd(p.skipped_tokens, 1ull);
     return;
   }
   if (p.early_indices) {
@@ -176,12 +209,42 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
 #else
   encode_unit<In, Out>(p.style, rotary, div, va, vb, cv, sv, lo, hi);
 #endif
-  const bool cache = cache_part(r.part);
   const std::int64_t dst_stride[3] = {param_at(p.dst_page, r.part), param_at(p.dst_entry, r.part),
                                       param_at(p.dst_head, r.part)};
   char* dst = param_at(p.dst, r.part) +
               cache_offset(cache ? plan.page : t, cache ? plan.entry : 0, r.head, dst_stride);
   store_unit(dst, half, r.sub, lo, hi);
+}
+
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm>
+__global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
+    fused_decode_kernel(const DecodeParams p) {
+  if constexpr (kForm != kIndexTable32) {  // packed
+    const std::uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
+    const std::int64_t t = blockIdx.y;
+    dependents_launch();
+    decode_unit<In, Out, Cos, kR, kN, kDv, kForm, kAnyPart>(p, u, t);
+  } else {  // by part: the warp's part (uniform in the warp), the thread's unit in it
+    // Parts a specialised shape lacks: no non-rotary parts (N = 0), no values (MLA).
+    constexpr bool kNope = kN > 0, kValues = kDv > 0;
+    static_assert(kR > 0, "the fixed forms are specialised shapes");
+    const std::int64_t t = blockIdx.y;
+    dependents_launch();
+    const std::uint32_t wi = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // of the token
+    const auto unit = [&](std::uint32_t part) {
+      return (wi - p.warp_begin[part]) * 32 + threadIdx.x % 32;
+    };
+    if (wi < p.warp_begin[kRotK])
+      decode_unit<In, Out, Cos, kR, kN, kDv, kForm, kRotQ>(p, unit(kRotQ), t);
+    else if (wi < p.warp_begin[kNopeQ])
+      decode_unit<In, Out, Cos, kR, kN, kDv, kForm, kRotK>(p, unit(kRotK), t);
+    else if (kNope && wi < p.warp_begin[kNopeK])
+      decode_unit<In, Out, Cos, kR, kN, kDv, kForm, kNopeQ>(p, unit(kNopeQ), t);
+    else if (kNope && (!kValues || wi < p.warp_begin[kValue]))
+      decode_unit<In, Out, Cos, kR, kN, kDv, kForm, kNopeK>(p, unit(kNopeK), t);
+    else if (kValues)  // (and the last block's warps past the token's: no unit)
+      decode_unit<In, Out, Cos, kR, kN, kDv, kForm, kValue>(p, unit(kValue), t);
+  }
 }
 
 }  // namespace gpu
