@@ -209,7 +209,7 @@ int decode_form(const LaunchParams& p) {
 // The kernels of the vector paths for a (dtypes, shape); the decode kernels
 // of the specialised shapes also come in the fixed index forms.
 enum class VecFamily { kDirect, kStaged, kDecode };
-// *by_part: the decode kernel takes the by-part layout (kIndexTable32).
+// *by_part: the decode kernel takes the by-part layout (kDecodeByPart).
 template <VecFamily F, DType In, DType Out, DType Cos, int kR, int kN, int kDv>
 const void* vec_kernel(const LaunchParams& p, bool* by_part) {
   if constexpr (F == VecFamily::kStaged)
@@ -221,7 +221,7 @@ const void* vec_kernel(const LaunchParams& p, bool* by_part) {
           return reinterpret_cast<const void*>(
               &fused_decode_kernel<In, Out, Cos, kR, kN, kDv, kIndexSlot64>);
         case kIndexTable32:
-          *by_part = true;
+          *by_part = kDecodeByPart<kIndexTable32, kN>;
           return reinterpret_cast<const void*>(
               &fused_decode_kernel<In, Out, Cos, kR, kN, kDv, kIndexTable32>);
         default: break;

@@ -21,14 +21,15 @@ constexpr int kDecodeMinBlocks = ROPEKV_DECODE_MIN_BLOCKS;
 // (decode batches): token blockIdx.y's units in blocks along blockIdx.x,
 // each thread one unit, so each warp's chain is one unit long. Two layouts
 // (the launcher's decode_layout):
-//  * packed (slot mapping, kIndexAny): unit u = blockIdx.x * blockDim.x +
+//  * packed: unit u = blockIdx.x * blockDim.x +
 //    threadIdx.x of the token's units (VecGeometry's order), each thread
 //    finding its part, head and parameters at run time;
-//  * by part (page tables, kIndexTable32): each row part starts on a warp
-//    of its own, and each warp runs its part's compile-time body, which
-//    reads that part's parameters directly, and whose query units skip the
-//    page look-ups (only the cache parts need them; the form is unchecked).
-//    For slot mapping the packed layout measured faster (perf/RESULTS.md).
+//  * by part (page tables, kIndexTable32, shapes without non-rotary parts:
+//    kDecodeByPart): each row part starts on a warp of its own, and each
+//    warp runs its part's compile-time body, which reads that part's
+//    parameters directly, and whose query units skip the page look-ups (only
+//    the cache parts need them; the form is unchecked). Elsewhere the packed
+//    layout measured faster (perf/RESULTS.md).
 // A thread's loads go out in three steps, each as soon as what it depends on
 // has arrived:
 //   1. its token's index entries and, for a device scale, its part's scale;
@@ -130,6 +131,12 @@ __device__ __forceinline__ decltype(auto) index_view(const DecodeParams& p) {
   }
 }
 
+// The layout of a decode kernel: by part for page tables (kIndexTable32) and
+// shapes without non-rotary parts; packed for the others, which measured
+// faster so (perf/RESULTS.md).
+template <int kForm, int kN>
+constexpr bool kDecodeByPart = kForm == kIndexTable32&& kN == 0;
+
 // The part of decode_unit's units: one part (by-part layout) or any
 // (packed layout: found at run time).
 constexpr std::uint32_t kAnyPart = kParts;
@@ -219,15 +226,13 @@ __device__ __forceinline__ void decode_unit(const DecodeParams& p, std::uint32_t
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm>
 __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
     fused_decode_kernel(const DecodeParams p) {
-  if constexpr (kForm != kIndexTable32) {  // packed
+  if constexpr (!kDecodeByPart<kForm, kN>) {  // packed
     const std::uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
     const std::int64_t t = blockIdx.y;
     dependents_launch();
     decode_unit<In, Out, Cos, kR, kN, kDv, kForm, kAnyPart>(p, u, t);
   } else {  // by part: the warp's part (uniform in the warp), the thread's unit in it
-    // Parts a specialised shape lacks: no non-rotary parts (N = 0), no values (MLA).
-    constexpr bool kNope = kN > 0, kValues = kDv > 0;
-    static_assert(kR > 0, "the fixed forms are specialised shapes");
+    static_assert(kR > 0 && kN == 0 && kDv > 0, "by part: specialised shapes without N");
     const std::int64_t t = blockIdx.y;
     dependents_launch();
     const std::uint32_t wi = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // of the token
@@ -238,11 +243,7 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
       decode_unit<In, Out, Cos, kR, kN, kDv, kForm, kRotQ>(p, unit(kRotQ), t);
     else if (wi < p.warp_begin[kNopeQ])
       decode_unit<In, Out, Cos, kR, kN, kDv, kForm, kRotK>(p, unit(kRotK), t);
-    else if (kNope && wi < p.warp_begin[kNopeK])
-      decode_unit<In, Out, Cos, kR, kN, kDv, kForm, kNopeQ>(p, unit(kNopeQ), t);
-    else if (kNope && (!kValues || wi < p.warp_begin[kValue]))
-      decode_unit<In, Out, Cos, kR, kN, kDv, kForm, kNopeK>(p, unit(kNopeK), t);
-    else if (kValues)  // (and the last block's warps past the token's: no unit)
+    else  // (and the last block's warps past the token's: no unit)
       decode_unit<In, Out, Cos, kR, kN, kDv, kForm, kValue>(p, unit(kValue), t);
   }
 }
