@@ -8,8 +8,10 @@
 //                            run() - launch = what the API adds to a call
 //   api/prepared/host/SHAPE  PreparedCall::run() of the same call (a step with
 //                            the prepared shapes)
-//   api/step/SHAPE           a prepared call's re-check and lowering alone
-//                            (detail::lower_step)
+//   api/step/SHAPE           a prepared call's step alone (detail::lower_step)
+//                            with the last step's arguments: nothing to re-check
+//   api/step-changed/SHAPE   the same with a step field changed every call (the
+//                            stream): the re-check and lowering
 //   api/run-nodevice/B/SHAPE run() on a device backend B without a device: its
 //                            whole path up to the launch (selection, rules, the
 //                            device check), which then reports kErrorNoDevice
@@ -137,6 +139,20 @@ void register_call(const Call* c) {
     detail::fill_step_plan(plan, c->args);
     for (auto _ : st) {
       bool ok = detail::lower_step(*plan, c->args);
+      benchmark::DoNotOptimize(ok);
+      benchmark::DoNotOptimize(plan->lowered);
+    }
+    detail::delete_step_plan(plan);
+  });
+  reg(("api/step-changed/" + c->name).c_str(), [c](benchmark::State& st) {
+    detail::StepPlan* plan = detail::new_step_plan();
+    if (plan == nullptr) std::abort();
+    detail::fill_step_plan(plan, c->args);
+    Arguments a[2] = {c->args, c->args};
+    a[1].stream = reinterpret_cast<void*>(std::uintptr_t(0x100));  // never launched on
+    std::size_t i = 0;
+    for (auto _ : st) {
+      bool ok = detail::lower_step(*plan, a[++i & 1]);
       benchmark::DoNotOptimize(ok);
       benchmark::DoNotOptimize(plan->lowered);
     }

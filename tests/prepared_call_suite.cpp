@@ -58,8 +58,9 @@ std::string describe(const Result& r) {
 // Steps that change the token count, the slots (padding included) and where
 // the query output goes (its rotary and non-rotary parts interleaved in one
 // buffer; also with the token count of the step before, whose launch the
-// call keeps): every buffer equal to run()'s after every step, and each
-// step took the step path.
+// call keeps), and steps whose arguments repeat the last step's (the first,
+// as prepared; the sixth): every buffer equal to run()'s after every step,
+// and each step took the step path.
 TEST_P(PreparedCallSuite, StepsWriteWhatRunWrites) {
   const BackendMemory& mem = GetParam().memory();
   if (!mem.available()) GTEST_SKIP() << mem.name << ": " << mem.why_unavailable;
@@ -87,6 +88,7 @@ TEST_P(PreparedCallSuite, StepsWriteWhatRunWrites) {
   const Step steps[] = {{6, {0, 1, 2, 3, 4, 5}, false},       {3, {20, 21, 22, 0, 0, 0}, false},
                         {0, {0, 0, 0, 0, 0, 0}, false},       {6, {40, -1, 41, -1, 42, 63}, true},
                         {6, {10, 11, -1, 13, 14, 15}, false},  // same count, data moved back
+                        {6, {30, 31, 32, -1, 34, 35}, false},  // the same arguments, new slots
                         {1, {9, 0, 0, 0, 0, 0}, true}};
   int step_index = 0;
   for (const Step& s : steps) {

@@ -20,7 +20,8 @@ StepPlan* new_step_plan() noexcept;
 void fill_step_plan(StepPlan* plan, const Arguments& validated) noexcept;
 void delete_step_plan(StepPlan* plan) noexcept;
 
-// A step: validate_step(plan, args), then plan.lowered's step fields from
+// A step: nothing for the arguments plan.lowered holds (plan.last_step),
+// else validate_step(plan, args), then plan.lowered's step fields from
 // args; false: lower() decides.
 bool lower_step(StepPlan& plan, const Arguments& args) noexcept;
 

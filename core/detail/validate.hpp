@@ -69,6 +69,10 @@ struct StepPlan {
   // and the backend's decision for them.
   LaunchParams lowered;
   LaunchState launch_state;
+  // The arguments `lowered` holds (the prepared ones, then each step that
+  // passed): a step equal to them byte for byte keeps their verdict and
+  // lowering (validation is a function of the arguments alone).
+  Arguments last_step;
 };
 // The shape part of `plan` for `validated` (arguments validation accepted):
 // prepared, the views' constants, the pairs (lower.hpp fills the rest).

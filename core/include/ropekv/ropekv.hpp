@@ -298,9 +298,10 @@ Result run(const Arguments& args, Backend backend = Backend::kAuto) noexcept;
 // arguments: where they differ only in what a step changes (the views'
 // `data`, the token count nnz, the page table's lengths, device scale and
 // checked-mode counter pointers, the stream) it re-checks just the rules
-// those fields enter and launches; on any other difference, or when a
-// re-check fails, it runs ropekv::run(args, backend) and, when that
-// succeeds, args become the prepared arguments. Its Result is always
+// those fields enter and launches (arguments equal byte for byte to the last
+// step that passed keep its verdict: nothing to re-check); on any other
+// difference, or when a re-check fails, it runs ropekv::run(args, backend)
+// and, when that succeeds, args become the prepared arguments. Its Result is always
 // ropekv::run(args, backend)'s. run() without prepare() prepares on its first
 // success. One object per calling thread (it is not synchronised).
 //
