@@ -406,7 +406,8 @@ struct OwnedStream {
 // drained between batches, so that no call waits for room in the launch
 // queue). kCpuBareLaunch: a bare launch of the kernel run() launches.
 // kCpuRun: run(), with, in the same rounds of batches (one batch of each in
-// turn, so that a drift of the shared host CPU hits all alike), the bare
+// turn, the first variant of a round rotating, so that a drift of the shared
+// host CPU and the place in a round hit all alike), the bare
 // launch, the steps between and PreparedCall::run(): its counters are
 // medians of the per-round differences. "moving": the calls alternate
 // between two buffer sets of the same shape (every data pointer changes, as
@@ -452,7 +453,8 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
   const int variants = c.kind == GpuKind::kCpuRun ? kVariants : 1;
   std::vector<double> us[kVariants];
   for (int round = 0; round < kRounds + 1; ++round) {
-    for (int v = 0; v < variants; ++v) {
+    for (int k = 0; k < variants; ++k) {
+      const int v = (k + round) % variants;  // each variant in each place of a round alike
       bool ok = true;
       const double t0 = thread_cpu_seconds();
       for (int i = 0; i < kPerBatch && ok; ++i) {
