@@ -21,15 +21,16 @@ constexpr int kDecodeMinBlocks = ROPEKV_DECODE_MIN_BLOCKS;
 // (decode batches): token blockIdx.y's units in blocks along blockIdx.x,
 // each thread one unit, so each warp's chain is one unit long. Two layouts
 // (the launcher's decode_layout):
-//  * packed: unit u = blockIdx.x * blockDim.x +
-//    threadIdx.x of the token's units (VecGeometry's order), each thread
-//    finding its part, head and parameters at run time;
+//  * packed: unit u = blockIdx.x * blockDim.x + threadIdx.x of the token's
+//    units (VecGeometry's order), each thread finding its part, head and
+//    parameters at run time;
 //  * by part (page tables, kIndexTable32, shapes without non-rotary parts:
 //    kDecodeByPart): each row part starts on a warp of its own, and each
 //    warp runs its part's compile-time body, which reads that part's
 //    parameters directly, and whose query units skip the page look-ups (only
 //    the cache parts need them; the form is unchecked). Elsewhere the packed
-//    layout measured faster (perf/RESULTS.md).
+//    layout measured faster (perf/RESULTS.md). The warps are of 32 threads
+//    (on HIP's 64-wide wavefronts two of them share one: correct, not tuned).
 // A thread's loads go out in three steps, each as soon as what it depends on
 // has arrived:
 //   1. its token's index entries and, for a device scale, its part's scale;
@@ -135,7 +136,7 @@ __device__ __forceinline__ decltype(auto) index_view(const DecodeParams& p) {
 // shapes without non-rotary parts; packed for the others, which measured
 // faster so (perf/RESULTS.md).
 template <int kForm, int kN>
-constexpr bool kDecodeByPart = kForm == kIndexTable32&& kN == 0;
+constexpr bool kDecodeByPart = (kForm == kIndexTable32) && (kN == 0);
 
 // The part of decode_unit's units: one part (by-part layout) or any
 // (packed layout: found at run time).
