@@ -459,6 +459,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   const int sms = sm_count(dev);
   l.smem = 0;
   l.geometry = VecGeometry{};
+  l.decode_by_part = false;
   if (!vector_eligible(p)) {
     l.path = Path::kGeneric;
     l.kernel = reinterpret_cast<const void*>(pick_generic(p));

@@ -59,6 +59,23 @@ gpu::PreparedLaunch decide(const LaunchParams& p) {
   return l;
 }
 
+// The same call addressed by a page table with int32 arrays (the decode
+// kernel's fixed form kIndexTable32).
+LaunchParams page_table_params(std::int64_t nnz, std::uintptr_t base) {
+  LaunchParams p = params(nnz, base);
+  auto at = [base](std::uintptr_t off) { return reinterpret_cast<char*>(base + off); };
+  p.addressing = Addressing::kPageTable;
+  p.slot_mapping = {};
+  p.positions = {at(5 << 24), false};
+  p.batch_indices = {at(7 << 24), false};
+  p.kv_positions = {at(8 << 24), false};
+  p.kv_indptr = {at(9 << 24), false};
+  p.kv_indices = {at(10 << 24), false};
+  p.batch_size = 8;
+  p.num_kv_indices = 64;
+  return p;
+}
+
 TEST(CudaLauncher, DecisionCacheFollowsWhatTheDecisionReads) {
   if (!backend_available(Backend::kCuda))
     GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)";
@@ -110,6 +127,44 @@ TEST(CudaLauncher, DecisionCacheFollowsWhatTheDecisionReads) {
   gpu::set_tuning(gpu::Tuning{});
   EXPECT_EQ(without_decode, gpu::Path::kVector);
   EXPECT_EQ(decide(small).path, gpu::Path::kDecode);
+}
+
+// The decode kernel's layouts (cuda/kernels/decode.cuh): packed for slot
+// mapping, a token's 40 units on 2 warps; by part for the page table of a
+// shape without non-rotary parts, each row part on warps of its own (query
+// rotary 32 units, key rotary 4, values 4: 3 warps).
+TEST(CudaLauncher, DecodeLayoutByForm) {
+  if (!backend_available(Backend::kCuda))
+    GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)";
+  const std::uintptr_t base = std::uintptr_t(1) << 32;
+  const gpu::PreparedLaunch slot = decide(params(8, base));
+  ASSERT_EQ(slot.path, gpu::Path::kDecode);
+  EXPECT_FALSE(slot.decode_by_part);
+  EXPECT_EQ(slot.block.x, 64u);
+  EXPECT_EQ(slot.grid.x, 1u);
+  EXPECT_EQ(slot.decode.g.units, 40u);
+
+  const gpu::PreparedLaunch table = decide(page_table_params(8, base));
+  ASSERT_EQ(table.path, gpu::Path::kDecode);
+  EXPECT_TRUE(table.decode_by_part);
+  EXPECT_EQ(table.block.x, 96u);
+  EXPECT_EQ(table.grid.x, 1u);
+  EXPECT_EQ(table.grid.y, 8u);
+  const std::uint32_t units[5] = {32, 4, 0, 0, 4}, warp_begin[6] = {0, 1, 2, 2, 2, 3};
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(table.decode.units[i], units[i]) << "part " << i;
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(table.decode.warp_begin[i], warp_begin[i]) << i;
+  EXPECT_NE(table.kernel, slot.kernel);
+
+  // With non-rotary parts (here N = 64: a shape with its own specialisation)
+  // the page table keeps the packed layout.
+  LaunchParams with_nope = page_table_params(8, base);
+  with_nope.nope_dim = 64;
+  with_nope.v_dim = 128;
+  with_nope.q_nope = {with_nope.q_rope.data + 64 * 2, 1024, 128};
+  with_nope.k_nope = {with_nope.k_rope.data + 64 * 2, 1024, 128};
+  with_nope.q_rope = {with_nope.q_rope.data, 1024, 128};
+  with_nope.k_rope = {with_nope.k_rope.data, 1024, 128};
+  EXPECT_FALSE(decide(with_nope).decode_by_part);
 }
 
 // A caller's kept decision (LaunchState, a PreparedCall's): the same as the
