@@ -279,14 +279,16 @@ struct DecodeLayout {
   std::uint32_t units[kParts] = {};
   std::uint32_t warp_begin[kParts + 1] = {};
 };
-DecodeLayout decode_layout(const VecGeometry& g, std::uint32_t hq, std::uint32_t hk, bool by_part) {
+DecodeLayout decode_layout(const VecGeometry& g, std::uint32_t hq, bool by_part) {
   constexpr unsigned kWarps = 4;
   DecodeLayout d;
+  // Each part's units, from the geometry's part boundaries (its rotary rows:
+  // hq query heads, then the key heads).
   d.units[kRotQ] = hq * g.rot_sub;
-  d.units[kRotK] = hk * g.rot_sub;
-  d.units[kNopeQ] = hq * g.nope_sub;
-  d.units[kNopeK] = hk * g.nope_sub;
-  d.units[kValue] = hk * g.v_sub;
+  d.units[kRotK] = g.rot_units - d.units[kRotQ];
+  d.units[kNopeQ] = g.q_nope_end - g.rot_units;
+  d.units[kNopeK] = g.k_nope_end - g.q_nope_end;
+  d.units[kValue] = g.units - g.k_nope_end;
   for (int i = 0; i < kParts; ++i)
     d.warp_begin[i + 1] = d.warp_begin[i] + (by_part ? (d.units[i] + 31) / 32 : 0);
   const unsigned warps = by_part ? d.warp_begin[kParts] : (g.units + 31) / 32;
@@ -309,8 +311,7 @@ void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, bool by_part
   d.cos_row_bytes = p.cos_row_stride * p.cos.bytes;
   d.style = p.style;
   d.num_q_heads = std::uint32_t(p.num_q_heads);
-  const DecodeLayout layout =
-      decode_layout(g, std::uint32_t(p.num_q_heads), std::uint32_t(p.num_kv_heads), by_part);
+  const DecodeLayout layout = decode_layout(g, std::uint32_t(p.num_q_heads), by_part);
   std::memcpy(d.warp_begin, layout.warp_begin, sizeof d.warp_begin);
   std::memcpy(d.units, layout.units, sizeof d.units);
   const ScaleParam* scales[3] = {&p.q_scale, &p.k_scale, &p.v_scale};  // by scale_index
@@ -473,8 +474,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   if (tune.decode >= 0 && p.nnz <= 65535) {
     bool by_part = false;
     const void* kernel = pick_vec<VecFamily::kDecode>(p, &by_part);
-    const DecodeLayout d =
-        decode_layout(g, std::uint32_t(p.num_q_heads), std::uint32_t(p.num_kv_heads), by_part);
+    const DecodeLayout d = decode_layout(g, std::uint32_t(p.num_q_heads), by_part);
     const std::uint64_t blocks = std::uint64_t(d.chunks) * std::uint64_t(p.nnz);
     const int per_sm = resident_per_sm(kernel, d.block, 0, dev);
     if (per_sm > 0 && (tune.decode > 0 || blocks <= std::uint64_t(per_sm) * std::uint64_t(sms))) {
