@@ -20,6 +20,10 @@ enum class GpuKind {
   // token its index entries, then the cos/sin row (and for page tables the
   // indptr and page entries), then one byte stored per output row.
   kFloor,
+  // The floor with every byte of the op moved at the decode kernel's grain
+  // (16-element units: two 16-byte input loads, four of cos/sin for rotary
+  // units, two 8-byte stores), XOR instead of rotation and quantization.
+  kDataFloor,
   // cudaMemcpyAsync D2D of half the op's byte model (bytes read + written =
   // the op's): what a plain copy of the same size achieves in the same graph
   // method.
@@ -44,7 +48,7 @@ struct GpuCase {
   bool pdl = false;    // programmatic dependent launch
   bool early = false;  // with pdl: indices_ready_before_previous_kernel
 };
-// The row's backend name: cuda[-unfused|-floor|-copy|-cpu-run|-cpu-launch]
+// The row's backend name: cuda[-unfused|-floor|-datafloor|-copy|-cpu-run|-cpu-launch]
 // [-hot][-pdl[-early]][-pt].
 std::string case_name(const GpuCase& c);
 

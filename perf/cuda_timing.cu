@@ -231,7 +231,67 @@ __global__ void floor_kernel(const FloorParams f) {
   *dst = std::uint8_t(__float_as_uint(c));
 }
 
-ropekv::Result launch_floor(const ropekv::Arguments& a, const Shape& s, cudaStream_t stream) {
+// The data floor: the floor's chain with every byte of the op moved at the
+// decode kernel's grain, and no arithmetic. Block (x, t), thread i takes
+// 16-element unit u = x * blockDim.x + i of token t's rows (q heads, k heads:
+// D elements each, then v heads: Dv): it loads the index entries, then (not
+// padding) the unit's 32 input bytes and, for rotary units, its 8 cos and 8
+// sin values (four 16-byte loads), and for cache rows the page entry; it XORs
+// them together instead of rotating and quantizing, and stores 16 bytes (two
+// 8-byte halves, as the op writes a unit) into q_out or the cache row.
+struct DataFloorParams {
+  FloorParams f;
+  const uint4* in;        // token t's units: in + t * in_units, 2 vectors a unit
+  std::int64_t in_units;  // 16-element units per input row (its stride)
+  std::uint8_t* k_row;    // a key's cache row (its first byte)
+  int units, head_units, rot_units, q_units, kv_units;  // per token / head row
+};
+
+__global__ void data_floor_kernel(const DataFloorParams d) {
+  const FloorParams& f = d.f;
+  const int u = int(blockIdx.x * blockDim.x + threadIdx.x);
+  const std::int64_t t = blockIdx.y;
+  if (u >= d.units) return;
+  const std::int64_t key = f.page_table ? std::int64_t(f.batch_indices[t]) : f.slots[t];
+  const std::int64_t pos = f.page_table ? std::int64_t(f.kv_positions[t]) : f.positions[t];
+  if (key < 0) return;
+  const uint4* x = d.in + (t * d.in_units + u) * 2;
+  const uint4 a = __ldg(x), b = __ldg(x + 1);
+  const bool v_row = u >= d.q_units + d.kv_units;
+  const int vu = u - d.q_units - d.kv_units;
+  const int row = v_row ? vu / d.head_units : u / d.head_units;
+  const int sub = v_row ? vu - row * d.head_units : u - row * d.head_units;
+  uint4 c = make_uint4(0, 0, 0, 0), s = c;
+  if (!v_row && sub < d.rot_units) {
+    const uint4* cs = reinterpret_cast<const uint4*>(f.cos_sin + pos * f.rotary) + 2 * sub;
+    const uint4 c0 = __ldg(cs), c1 = __ldg(cs + 1);
+    const uint4 s0 = __ldg(cs + f.rotary / 8), s1 = __ldg(cs + f.rotary / 8 + 1);
+    c = make_uint4(c0.x ^ c1.x, c0.y ^ c1.y, c0.z ^ c1.z, c0.w ^ c1.w);
+    s = make_uint4(s0.x ^ s1.x, s0.y ^ s1.y, s0.z ^ s1.z, s0.w ^ s1.w);
+  }
+  std::uint8_t* dst;
+  if (u < d.q_units) {
+    dst = f.q_out + t * f.q_token + row * f.q_head;
+  } else {
+    const std::int64_t mask = (std::int64_t(1) << f.page_shift) - 1;
+    std::int64_t page, entry;
+    if (f.page_table) {
+      page = f.kv_indices[f.kv_indptr[key] + (pos >> f.page_shift)];
+      entry = pos & mask;
+    } else {
+      page = key >> f.page_shift;
+      entry = key & mask;
+    }
+    const int h = v_row ? row : row - f.hq;
+    dst = v_row ? f.v_cache + page * f.v_stride[0] + entry * f.v_stride[1] + h * f.v_stride[2]
+                : d.k_row + page * f.k_stride[0] + entry * f.k_stride[1] + h * f.k_stride[2];
+  }
+  uint2* out = reinterpret_cast<uint2*>(dst) + 2 * sub;
+  out[0] = make_uint2(a.x ^ a.z ^ c.x ^ s.x, a.y ^ a.w ^ c.y ^ s.y);
+  out[1] = make_uint2(b.x ^ b.z ^ c.z ^ s.z, b.y ^ b.w ^ c.w ^ s.w);
+}
+
+FloorParams floor_params(const ropekv::Arguments& a, const Shape& s) {
   FloorParams f = {};
   const ropekv::CacheIndex& ci = a.cache_index;
   f.page_table = ci.form == ropekv::Addressing::kPageTable;
@@ -257,14 +317,43 @@ ropekv::Result launch_floor(const ropekv::Arguments& a, const Shape& s, cudaStre
   f.hq = int(s.hq);
   f.hk = int(s.hk);
   f.v_rows = a.v_cache.present() ? int(s.hk) : 0;
-  const int rows = f.hq + f.hk + f.v_rows;
-  floor_kernel<<<unsigned(a.q_rope.extent[0]), unsigned((rows + 31) / 32 * 32), 0, stream>>>(f);
+  return f;
+}
+
+ropekv::Result launch_result(const char* what) {
   const cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) return ropekv::Result{};
   ropekv::Result r;
   r.status = ropekv::Status::kErrorLaunchFailed;
-  std::snprintf(r.message, sizeof r.message, "floor kernel: %s", cudaGetErrorString(e));
+  std::snprintf(r.message, sizeof r.message, "%s: %s", what, cudaGetErrorString(e));
   return r;
+}
+
+ropekv::Result launch_data_floor(const ropekv::Arguments& a, const Shape& s, const Sizes& z,
+                                 cudaStream_t stream) {
+  DataFloorParams d = {};
+  d.f = floor_params(a, s);
+  d.in = static_cast<const uint4*>(a.q_rope.data);
+  d.in_units = z.in_row / 16;
+  d.k_row = d.f.k_cache;
+  if (a.k_cache_nope.present())
+    d.k_row = std::min(d.k_row, static_cast<std::uint8_t*>(a.k_cache_nope.data));
+  d.head_units = int(s.head_dim() / 16);
+  d.rot_units = int(s.rotary / 16);
+  d.q_units = int(s.hq) * d.head_units;
+  d.kv_units = int(s.hk) * d.head_units;
+  d.units = d.q_units + d.kv_units + d.f.v_rows * int(s.v_dim / 16);
+  const unsigned block = unsigned(std::min(128, (d.units + 31) / 32 * 32));
+  const dim3 grid((unsigned(d.units) + block - 1) / block, unsigned(a.q_rope.extent[0]));
+  data_floor_kernel<<<grid, block, 0, stream>>>(d);
+  return launch_result("data floor kernel");
+}
+
+ropekv::Result launch_floor(const ropekv::Arguments& a, const Shape& s, cudaStream_t stream) {
+  const FloorParams f = floor_params(a, s);
+  const int rows = f.hq + f.hk + f.v_rows;
+  floor_kernel<<<unsigned(a.q_rope.extent[0]), unsigned((rows + 31) / 32 * 32), 0, stream>>>(f);
+  return launch_result("floor kernel");
 }
 
 // ------------------------------------------------------------------ calls
@@ -291,6 +380,7 @@ ropekv::Result call(DeviceProblem& dp, int set, const GpuCase& c, cudaStream_t s
   }
   const ropekv::Arguments a = case_arguments(dp, set, c, stream);
   if (c.kind == GpuKind::kFloor) return launch_floor(a, *dp.shape, stream);
+  if (c.kind == GpuKind::kDataFloor) return launch_data_floor(a, *dp.shape, dp.sizes, stream);
   if (c.kind == GpuKind::kUnfused)
     return unfused_cuda(a, dp.q_rot[std::size_t(set)], dp.k_rot[std::size_t(set)]);
   return ropekv::run(a, ropekv::Backend::kCuda);
@@ -340,7 +430,7 @@ bool check_output(DeviceProblem& dp, const GpuCase& c, cudaStream_t stream, std:
     *label = "bit-identical to host";
     return true;
   }
-#if ROPEKV_ENABLE_KOKKOS && !defined(ROPEKV_EXPERIMENT_DECODE_NO_MATH)
+#if ROPEKV_ENABLE_KOKKOS && !defined(ROPEKV_EXPERIMENT_NO_MATH)
   if (dp.batch.nnz <= 1024) {
     std::vector<std::uint16_t> in(std::size_t(z.in_elems));
     std::vector<std::uint8_t> q(std::size_t(z.q_out_bytes)), kc(std::size_t(z.k_cache_bytes)),
@@ -386,6 +476,15 @@ bool check_output(DeviceProblem& dp, const GpuCase& c, cudaStream_t stream, std:
 #endif
   *label = "first call succeeded (output not compared)";
   return true;
+}
+
+// CPU work of a fixed length (a dependent chain the compiler cannot fold),
+// about 0.1 µs: the control for launches spaced by a short host step.
+void spin() {
+  static volatile std::uint32_t seed = 1;
+  std::uint32_t x = seed;
+  for (int i = 0; i < 64; ++i) x = x * 1664525u + 1013904223u;
+  seed = x;
 }
 
 double thread_cpu_seconds() {
@@ -448,6 +547,8 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
     kStateLaunch,
     kPrepared,
     kPreparedMoving,
+    kSpin,        // the control's CPU work alone: about as long as a repeated step's check
+    kSpinLaunch,  // that work, then the bare launch: a launch spaced as in kStepLower
     kVariants
   };
   const int variants = c.kind == GpuKind::kCpuRun ? kVariants : 1;
@@ -484,6 +585,11 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
           case kPreparedMoving:
             ok = prepared_moving.run(*moving[i & 1]).ok() && prepared_moving.last_run_was_step();
             break;
+          case kSpin: spin(); break;
+          case kSpinLaunch:
+            spin();
+            ok = gpu::launch_prepared(l) == cudaSuccess;
+            break;
         }
       }
       const double t1 = thread_cpu_seconds();
@@ -513,18 +619,21 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
       100.0 * (*std::max_element(m.begin(), m.end()) - *std::min_element(m.begin(), m.end())) /
       out->us_per_call;
   if (c.kind == GpuKind::kCpuRun) {
-    out->counters = {{"launch_us", median(us[kBare])},
-                     {"decide_us", step(kDecide, kBare)},
-                     {"lower_us", step(kLower, kDecide)},
-                     {"api_us", step(kRun, kLower)},
-                     {"cpu_over_launch_us", step(kRun, kBare)},
-                     {"step_check_us", step(kStepCheck, kBare)},
-                     {"step_lower_us", step(kStepLower, kStepCheck)},
-                     {"state_decide_us", step(kStateLaunch, kBare)},
-                     {"prepared_us", median(us[kPrepared])},
-                     {"prepared_over_launch_us", step(kPrepared, kBare)},
-                     {"prepared_moving_over_launch_us", step(kPreparedMoving, kBare)},
-                     {"moving_sets", dp.sets > 1 ? 2.0 : 1.0}};
+    out->counters = {
+        {"launch_us", median(us[kBare])},
+        {"decide_us", step(kDecide, kBare)},
+        {"lower_us", step(kLower, kDecide)},
+        {"api_us", step(kRun, kLower)},
+        {"cpu_over_launch_us", step(kRun, kBare)},
+        {"step_check_us", step(kStepCheck, kBare)},
+        {"step_lower_us", step(kStepLower, kStepCheck)},
+        {"state_decide_us", step(kStateLaunch, kBare)},
+        {"prepared_us", median(us[kPrepared])},
+        {"prepared_over_launch_us", step(kPrepared, kBare)},
+        {"prepared_moving_over_launch_us", step(kPreparedMoving, kBare)},
+        {"moving_sets", dp.sets > 1 ? 2.0 : 1.0},
+        {"spin_us", median(us[kSpin])},
+        {"spaced_launch_over_launch_us", step(kSpinLaunch, kBare) - median(us[kSpin])}};
   }
   out->working_set_mb = dp.set_bytes / 1e6;
   out->sets = 1;
@@ -670,6 +779,7 @@ std::string case_name(const GpuCase& c) {
     case GpuKind::kFused: break;
     case GpuKind::kUnfused: n += "-unfused"; break;
     case GpuKind::kFloor: n += "-floor"; break;
+    case GpuKind::kDataFloor: n += "-datafloor"; break;
     case GpuKind::kCopy: n += "-copy"; break;
     case GpuKind::kCpuRun: n += "-cpu-run"; break;
     case GpuKind::kCpuBareLaunch: n += "-cpu-launch"; break;

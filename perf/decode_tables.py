@@ -4,7 +4,8 @@
 Usage: python3 perf/decode_tables.py results/perf.json
 
 1. Decode (nnz <= 256): per shape, token count and addressing form, the floor of
-   the dependent-load chain and the fused op, rotated and hot, without PDL, with
+   the dependent-load chain, the data floor (that chain moving every byte of
+   the op, no arithmetic), a copy of the op's bytes (slot mapping's) and the fused op, rotated and hot, without PDL, with
    PDL and with PDL + early indices; ratio to the floor.
 2. PDL on / off at every token count (slot mapping, rotated buffers).
 3. CPU time per call: run() against a bare launch of the same kernel.
@@ -40,9 +41,10 @@ def decode_table(rows):
         parts = name.split("/")
         if len(parts) == 3 and parts[0] == "cuda-floor" and parts[1] not in shapes:
             shapes.append(parts[1])
-    print("| shape | nnz | addressing | floor rot / hot | fused rot / hot (x floor) "
-          "| PDL rot / hot | PDL + early rot / hot |")
-    print("|---|---|---|---|---|---|---|")
+    print("| shape | nnz | addressing | floor rot / hot | data floor rot / hot "
+          "| same-size copy rot / hot | fused rot / hot (x floor) | PDL rot / hot "
+          "| PDL + early rot / hot |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for s in shapes:
         for n in (1, 8, 64, 256):
             for pt in ("", "-pt"):
@@ -51,12 +53,16 @@ def decode_table(rows):
                 r, h = us(rows, key("cuda")), us(rows, key("cuda-hot"))
                 pr, ph = us(rows, key("cuda-pdl")), us(rows, key("cuda-hot-pdl"))
                 er, eh = us(rows, key("cuda-pdl-early")), us(rows, key("cuda-hot-pdl-early"))
+                dr, dh = us(rows, key("cuda-datafloor")), us(rows, key("cuda-datafloor-hot"))
+                cr = us(rows, f"cuda-copy/{s}/nnz:{n}")
+                ch = us(rows, f"cuda-copy-hot/{s}/nnz:{n}")
                 if r is None:
                     continue
                 xr = r / fr if fr else None
                 xh = h / fh if fh else None
                 print(f"| {s} | {n} | {'page table' if pt else 'slot mapping'} | "
-                      f"{fmt(fr)} / {fmt(fh)} | {fmt(r)} / {fmt(h)} ({fmt(xr)} / {fmt(xh)}) | "
+                      f"{fmt(fr)} / {fmt(fh)} | {fmt(dr)} / {fmt(dh)} | {fmt(cr)} / {fmt(ch)} | "
+                      f"{fmt(r)} / {fmt(h)} ({fmt(xr)} / {fmt(xh)}) | "
                       f"{fmt(pr)} / {fmt(ph)} | {fmt(er)} / {fmt(eh)} |")
 
 

@@ -283,6 +283,10 @@ std::map<std::string, double>& floor_us() {
   static std::map<std::string, double> m;
   return m;
 }
+std::map<std::string, double>& data_floor_us() {
+  static std::map<std::string, double> m;
+  return m;
+}
 
 void bm_cuda(benchmark::State& st, const Shape* s, std::int64_t nnz, GpuCase c) {
   std::string err;
@@ -315,6 +319,7 @@ void bm_cuda(benchmark::State& st, const Shape* s, std::int64_t nnz, GpuCase c) 
     case GpuKind::kCopy: copy_us()[key] = t.us_per_call; break;
     case GpuKind::kUnfused: unfused_us()[key] = t.us_per_call; break;
     case GpuKind::kFloor: floor_us()[key] = t.us_per_call; break;
+    case GpuKind::kDataFloor: data_floor_us()[key] = t.us_per_call; break;
     case GpuKind::kCpuBareLaunch:
     case GpuKind::kCpuRun: break;  // kCpuRun's counters come from its own rounds
     case GpuKind::kFused: {
@@ -323,9 +328,13 @@ void bm_cuda(benchmark::State& st, const Shape* s, std::int64_t nnz, GpuCase c) 
       if (u != unfused_us().end()) st.counters["speedup_vs_unfused"] = u->second / t.us_per_call;
       auto f = floor_us().find(key);
       if (f != floor_us().end()) st.counters["x_floor"] = t.us_per_call / f->second;
-      auto cp = copy_us().find(ref_key(*s, nnz, false, false));
-      if (cp != copy_us().end() && !c.hot)
+      auto df = data_floor_us().find(key);
+      if (df != data_floor_us().end()) st.counters["x_data_floor"] = t.us_per_call / df->second;
+      auto cp = copy_us().find(ref_key(*s, nnz, c.hot, false));
+      if (cp != copy_us().end()) {
         st.counters["pct_of_same_size_copy"] = 100.0 * cp->second / t.us_per_call;
+        if (nnz <= 256) st.counters["x_same_size_copy"] = t.us_per_call / cp->second;
+      }
       break;
     }
   }
@@ -343,7 +352,8 @@ void register_cuda(const Shape& s, std::int64_t nnz, const GpuCase& c) {
 // bare launch) so that the fused rows can report their ratios.
 //  * decode sizes (nnz <= 256), canonical shapes: both addressing forms,
 //    rotated and hot, with and without PDL and the early-index opt-in, each
-//    with its floor; unfused and same-size copy (nnz >= 64) for slot mapping;
+//    with its floor; unfused for slot mapping; a same-size copy (rotated
+//    and hot: what moving the op's bytes alone costs at that size);
 //  * larger sizes: slot mapping with and without PDL (and early indices),
 //    page table, unfused and same-size copy;
 //  * the llama-3.1-8b variants: slot mapping, fewer rows;
@@ -364,9 +374,13 @@ void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
     for (bool pt : {false, true})
       for (bool hot : {false, true})
         register_cuda(s, nnz, mk(GpuKind::kFloor, pt, hot, false, false));
+    for (bool pt : {false, true})
+      for (bool hot : {false, true})
+        register_cuda(s, nnz, mk(GpuKind::kDataFloor, pt, hot, false, false));
     for (bool hot : {false, true})
       register_cuda(s, nnz, mk(GpuKind::kUnfused, false, hot, false, false));
-    if (nnz >= 64) register_cuda(s, nnz, mk(GpuKind::kCopy, false, false, false, false));
+    for (bool hot : {false, true})
+      register_cuda(s, nnz, mk(GpuKind::kCopy, false, hot, false, false));
     for (bool pt : {false, true})
       for (bool hot : {false, true}) {
         register_cuda(s, nnz, mk(GpuKind::kFused, pt, hot, false, false));

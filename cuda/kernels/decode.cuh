@@ -209,14 +209,7 @@ __device__ __forceinline__ void decode_unit(const DecodeParams& p, std::uint32_t
   // 3. The codes, then the address (a page-table entry may still be in
   //    flight while they are computed), then the stores.
   uint2 lo, hi;
-#if defined(ROPEKV_EXPERIMENT_DECODE_NO_MATH)
-  // Measurement only (wrong output): the same loads and stores, no rotation
-  // or quantization; what the arithmetic costs on the chain.
-  lo = make_uint2(va.x ^ f32_bits(cv[0]), va.y ^ f32_bits(sv[0]));
-  hi = make_uint2(vb.x ^ f32_bits(cv[7]) ^ f32_bits(div.recip), vb.y ^ f32_bits(sv[7]));
-#else
   encode_unit<In, Out>(p.style, rotary, div, va, vb, cv, sv, lo, hi);
-#endif
   const std::int64_t dst_stride[3] = {param_at(p.dst_page, r.part), param_at(p.dst_entry, r.part),
                                       param_at(p.dst_head, r.part)};
   char* dst = param_at(p.dst, r.part) +

@@ -282,6 +282,14 @@ template <DType In, DType Out>
 __device__ __forceinline__ void encode_unit(RopeStyle style, bool rotary, ScaleDivisor scale,
                                             const uint4& va, const uint4& vb, const float (&cv)[8],
                                             const float (&sv)[8], uint2& lo, uint2& hi) {
+#if defined(ROPEKV_EXPERIMENT_NO_MATH)
+  // Measurement builds only (wrong output): the same loads and stores, no
+  // rotation or quantization; what the arithmetic costs.
+  (void)style;
+  (void)rotary;
+  lo = make_uint2(va.x ^ f32_bits(cv[0]), va.y ^ f32_bits(sv[0]));
+  hi = make_uint2(vb.x ^ f32_bits(cv[7]) ^ f32_bits(scale.recip), vb.y ^ f32_bits(sv[7]));
+#else
   float a[8], b[8];
   decode8<In>(va, a);
   decode8<In>(vb, b);
@@ -313,6 +321,7 @@ __device__ __forceinline__ void encode_unit(RopeStyle style, bool rotary, ScaleD
   }
   lo = encode8<Out>(a, scale);
   hi = encode8<Out>(b, scale);
+#endif
 }
 
 // Stores a unit's codes into the output row part `dst` of half length `half`.
