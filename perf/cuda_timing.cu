@@ -240,15 +240,14 @@ __global__ void floor_kernel(const FloorParams f) {
 // them together instead of rotating and quantizing, and stores 16 bytes (two
 // 8-byte halves, as the op writes a unit) into q_out or the cache row.
 struct DataFloorParams {
-  FloorParams f;
   const uint4* in;        // token t's units: in + t * in_units, 2 vectors a unit
   std::int64_t in_units;  // 16-element units per input row (its stride)
   std::uint8_t* k_row;    // a key's cache row (its first byte)
   int units, head_units, rot_units, q_units, kv_units;  // per token / head row
 };
 
-__global__ void data_floor_kernel(const DataFloorParams d) {
-  const FloorParams& f = d.f;
+// (Both by value: a reference into a kernel parameter makes a local copy of it.)
+__global__ void data_floor_kernel(const FloorParams f, const DataFloorParams d) {
   const int u = int(blockIdx.x * blockDim.x + threadIdx.x);
   const std::int64_t t = blockIdx.y;
   if (u >= d.units) return;
@@ -331,21 +330,21 @@ ropekv::Result launch_result(const char* what) {
 
 ropekv::Result launch_data_floor(const ropekv::Arguments& a, const Shape& s, const Sizes& z,
                                  cudaStream_t stream) {
+  const FloorParams f = floor_params(a, s);
   DataFloorParams d = {};
-  d.f = floor_params(a, s);
   d.in = static_cast<const uint4*>(a.q_rope.data);
   d.in_units = z.in_row / 16;
-  d.k_row = d.f.k_cache;
+  d.k_row = f.k_cache;
   if (a.k_cache_nope.present())
     d.k_row = std::min(d.k_row, static_cast<std::uint8_t*>(a.k_cache_nope.data));
   d.head_units = int(s.head_dim() / 16);
   d.rot_units = int(s.rotary / 16);
   d.q_units = int(s.hq) * d.head_units;
   d.kv_units = int(s.hk) * d.head_units;
-  d.units = d.q_units + d.kv_units + d.f.v_rows * int(s.v_dim / 16);
+  d.units = d.q_units + d.kv_units + f.v_rows * int(s.v_dim / 16);
   const unsigned block = unsigned(std::min(128, (d.units + 31) / 32 * 32));
   const dim3 grid((unsigned(d.units) + block - 1) / block, unsigned(a.q_rope.extent[0]));
-  data_floor_kernel<<<grid, block, 0, stream>>>(d);
+  data_floor_kernel<<<grid, block, 0, stream>>>(f, d);
   return launch_result("data floor kernel");
 }
 

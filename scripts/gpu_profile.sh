@@ -15,7 +15,7 @@ cuobjdump --dump-sass "$B/libropekv.a" 2>/dev/null |
   awk '/Function : .*fused_decode_kernel.*DTypeE3E.*Li64ELi0ELi64ELi[12]E/ {on=1; print; next} /Function : / {on=0} on' \
   >"$out/sass_decode.txt"
 echo "decode kernel SASS: $(grep -c '^ */\*[0-9a-f]*\*/' "$out/sass_decode.txt") instructions over its instantiations"
-for row in cuda-floor-hot cuda-hot cuda-floor-hot-pt cuda-hot-pt cuda-hot-pdl-early cuda-hot-pdl-early-pt; do
+for row in cuda-floor-hot cuda-datafloor-hot cuda-hot cuda-floor-hot-pt cuda-hot-pt cuda-hot-pdl-early cuda-hot-pdl-early-pt; do
   echo "== ncu $row/gpt-oss-120b-tp8/nnz:1"
   ncu --clock-control none --kernel-name-base function -k 'regex:fused_decode|floor_kernel' -c 1 \
     --section LaunchStats --section Occupancy --section SchedulerStats --section WarpStateStats \
