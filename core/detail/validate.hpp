@@ -31,8 +31,11 @@ struct StepPlan {
   // for <= 1 element), every extent but the first > 0, and 1 + sum over dims k >= 1 of (extent - 1)
   // * stride, and whether that fits in int64 (it may not for a view prepared with no elements,
   // whose span was not checked).
+  // Also the span's byte length at the prepared extent 0 (-1: none), which a
+  // step with that extent keeps (only data and extent 0 may move).
   struct View {
     std::int64_t es = 0, rest_elems = 1;
+    std::int64_t prepared_n = 0, prepared_bytes = -1;
     bool strided_vector = false, others_nonzero = false, rest_fits = true;
   };
   View view[21];

@@ -364,6 +364,13 @@ static_assert(
       return true;
     }(),
     "run_step tests alignment with a mask: element sizes must be powers of two");
+// The byte length of a view's span with extent 0 = n > 0 (its other extents
+// > 0, their part pv.rest_elems): false where it does not fit in int64.
+bool span_bytes(const StepPlan::View& pv, std::int64_t n, std::int64_t stride0,
+                std::int64_t* elems, std::int64_t* bytes) {
+  return mul_fits(n - 1, stride0, elems) && add_fits(*elems, pv.rest_elems, elems) &&
+         mul_fits(*elems, pv.es, bytes);
+}
 bool Validator::run_step(const StepPlan& plan) const {
   // Every view's data rules (null, alignment, span, end address) and span,
   // from the plan's shape and this step's data and extent 0.
@@ -377,10 +384,11 @@ bool Validator::run_step(const StepPlan& plan) const {
     if (n < 0 || (pv.strided_vector && n > 1)) return false;
     if (n == 0 || !pv.others_nonzero) continue;
     const std::uintptr_t lo = reinterpret_cast<std::uintptr_t>(t.data);
-    std::int64_t elems = 0, bytes = 0;
-    if (!pv.rest_fits || t.data == nullptr || (lo & std::uintptr_t(pv.es - 1)) != 0 ||
-        !mul_fits(n - 1, t.stride[0], &elems) || !add_fits(elems, pv.rest_elems, &elems) ||
-        !mul_fits(elems, pv.es, &bytes) ||
+    std::int64_t elems = 0, bytes = pv.prepared_bytes;
+    if (n != pv.prepared_n || bytes < 0) {
+      if (!pv.rest_fits || !span_bytes(pv, n, t.stride[0], &elems, &bytes)) return false;
+    }
+    if (t.data == nullptr || (lo & std::uintptr_t(pv.es - 1)) != 0 ||
         lo > std::numeric_limits<std::uintptr_t>::max() - std::uintptr_t(bytes))
       return false;
     spans[i].lo = lo;
@@ -539,6 +547,12 @@ void plan_shape(StepPlan* plan, const Arguments& validated) noexcept {
                                add_fits(pv.rest_elems, term, &pv.rest_elems)))
         pv.rest_fits = false;
     }
+    pv.prepared_n = t.rank > 0 ? t.extent[0] : 0;
+    pv.prepared_bytes = -1;
+    std::int64_t elems = 0, bytes = 0;
+    if (pv.prepared_n > 0 && pv.others_nonzero && pv.rest_fits &&
+        span_bytes(pv, pv.prepared_n, t.stride[0], &elems, &bytes))
+      pv.prepared_bytes = bytes;
   }
   // Groups: views joined while their spans meet (a view and its group's
   // first view share its number), then the pairs of groups one of which
