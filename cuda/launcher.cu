@@ -18,6 +18,7 @@
 //    the decision reads (prepare_launch).
 // The tuning overrides are process-wide (measurements only). Tested by
 // tests/test_cuda_multidevice.cu.
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -39,7 +40,7 @@ namespace {
 constexpr int kMaxDevices = 64;
 constexpr std::size_t kDefaultShared = 48 * 1024;  // dynamic shared memory without opt-in
 
-std::atomic<int> g_tune_decode{0}, g_tune_trigger{0};
+std::atomic<int> g_tune_decode{0}, g_tune_trigger{0}, g_tune_bulk{0};
 
 // Multiprocessor count of `dev`, read from the device once.
 int sm_count(int dev) {
@@ -208,12 +209,17 @@ int decode_form(const LaunchParams& p) {
 
 // The kernels of the vector paths for a (dtypes, shape); the decode kernels
 // of the specialised shapes also come in the fixed index forms.
-enum class VecFamily { kDirect, kStaged, kDecode };
+enum class VecFamily { kDirect, kStaged, kBulk, kDecode };
 // *by_part: the decode kernel takes the by-part layout (kDecodeByPart).
 template <VecFamily F, DType In, DType Out, DType Cos, int kR, int kN, int kDv>
 const void* vec_kernel(const LaunchParams& p, bool* by_part) {
   if constexpr (F == VecFamily::kStaged)
     return reinterpret_cast<const void*>(&fused_vec_staged_kernel<In, Out, Cos, kR, kN, kDv>);
+  if constexpr (F == VecFamily::kBulk) {
+    if constexpr (kBulkCopy)
+      return reinterpret_cast<const void*>(&fused_vec_bulk_kernel<In, Out, Cos, kR, kN, kDv>);
+    return nullptr;
+  }
   if constexpr (F == VecFamily::kDecode) {
     if constexpr (kR > 0) {
       switch (decode_form(p)) {
@@ -361,6 +367,67 @@ void fill_decode_data(const LaunchParams& p, DecodeParams& d) {
   rows(kValue, p.v, p.v_cache.data);
 }
 
+// The bulk kernel's view of p's inputs (see BulkPlan), for `tokens_max`
+// tokens a block at most: false where the input parts of a token do not tile
+// one span of at most kBulkSpanMax bytes with a common token stride.
+constexpr std::uint32_t kBulkSpanMax = 32 * 1024;  // bytes of one token's inputs
+constexpr std::uint32_t kBulkSlotMax = 32 * 1024;  // bytes of a ring slot (several tokens)
+bool bulk_plan(const LaunchParams& p, std::uint32_t tokens_max, BulkPlan* b) {
+  struct Part {
+    const HeadTensor* t;
+    std::int64_t heads, len;  // rows and their elements
+  };
+  const Part parts[kParts] = {{&p.q_rope, p.num_q_heads, p.rotary_dim},
+                              {&p.k_rope, p.num_kv_heads, p.rotary_dim},
+                              {&p.q_nope, p.num_q_heads, p.nope_dim},
+                              {&p.k_nope, p.num_kv_heads, p.nope_dim},
+                              {&p.v, p.num_kv_heads, p.v_dim}};
+  static_assert(kRotQ == 0 && kRotK == 1 && kNopeQ == 2 && kNopeK == 3 && kValue == 4,
+                "bulk_plan lists the parts in their order");
+  const char* base = nullptr;
+  std::int64_t stride = -1;
+  for (const Part& x : parts) {
+    if (x.len == 0 || x.heads == 0) continue;
+    if (stride >= 0 && x.t->token_stride != stride) return false;
+    stride = x.t->token_stride;
+    if (base == nullptr || x.t->data < base) base = x.t->data;
+  }
+  if (base == nullptr || stride <= 0) return false;
+  // Every row of every part as a byte interval of the span; they must tile
+  // [0, span) exactly (sorted, each starting where the last ended).
+  struct Row {
+    std::int64_t lo, hi;
+  };
+  std::vector<Row> rows;
+  for (std::uint32_t i = 0; i < kParts; ++i) {
+    const Part& x = parts[i];
+    b->off[i] = 0;
+    if (x.len == 0 || x.heads == 0) continue;
+    const std::int64_t off = x.t->data - base;
+    if (off >= kBulkSpanMax) return false;
+    b->off[i] = std::uint32_t(off);
+    for (std::int64_t h = 0; h < x.heads; ++h) {
+      const std::int64_t lo = off + h * x.t->head_stride * 2;
+      rows.push_back(Row{lo, lo + x.len * 2});
+    }
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& c) { return a.lo < c.lo; });
+  std::int64_t end = 0;
+  for (const Row& r : rows) {
+    if (r.lo != end) return false;
+    end = r.hi;
+  }
+  if (end > kBulkSpanMax || end > stride * 2 || end % 16 != 0) return false;
+  b->base = base;
+  b->token_bytes = stride * 2;
+  b->span = std::uint32_t(end);
+  b->contiguous = b->token_bytes == end;
+  std::uint32_t tokens = kBulkSlotMax / b->span;
+  if (tokens > tokens_max) tokens = tokens_max;
+  b->tokens = tokens > 0 ? tokens : 1;
+  return true;
+}
+
 // The generic kernel for p's dtypes: the output dtype fixed when the query
 // output and the cache share an FP8 dtype, else (kInvalid, the fallback)
 // dispatched per element; the cos/sin table fp32 or the input dtype
@@ -420,6 +487,7 @@ const char* to_string(Path path) noexcept {
     case Path::kDecode: return "decode";
     case Path::kVector: return "vector";
     case Path::kStaged: return "staged";
+    case Path::kBulk: return "bulk";
     case Path::kGeneric: return "generic";
   }
   return "unknown";
@@ -428,11 +496,13 @@ const char* to_string(Path path) noexcept {
 void set_tuning(const Tuning& t) noexcept {
   g_tune_decode.store(t.decode, std::memory_order_relaxed);
   g_tune_trigger.store(t.pdl_trigger, std::memory_order_relaxed);
+  g_tune_bulk.store(t.bulk, std::memory_order_relaxed);
 }
 Tuning tuning() noexcept {
   Tuning t;
   t.decode = g_tune_decode.load(std::memory_order_relaxed);
   t.pdl_trigger = g_tune_trigger.load(std::memory_order_relaxed);
+  t.bulk = g_tune_bulk.load(std::memory_order_relaxed);
   return t;
 }
 
@@ -492,6 +562,27 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   // staged kernel where the vendor has asynchronous copies (and it fits).
   // Under PDL their blocks let the next kernel launch when they exit.
   g.early_trigger = tune.pdl_trigger > 0 ? 1u : 0u;
+  if constexpr (kBulkCopy) {
+    BulkPlan b;
+    if (tune.bulk > 0 && bulk_plan(p, g.teams, &b)) {
+      const void* kernel = pick_vec<VecFamily::kBulk>(p);
+      const unsigned bulk_block = g.team * b.tokens;
+      const std::size_t smem = bulk_shared_bytes(b);
+      const int bulk_per_sm =
+          bulk_copy_built(kernel) ? resident_per_sm(kernel, bulk_block, smem, dev) : 0;
+      if (bulk_per_sm > 0) {
+        l.path = Path::kBulk;
+        l.kernel = kernel;
+        l.smem = smem;
+        l.bulk = b;
+        l.grid = dim3(grid_for((std::uint64_t(p.nnz) + b.tokens - 1) / b.tokens, 1, sms,
+                               unsigned(bulk_per_sm)));
+        l.block = dim3(bulk_block);
+        l.geometry = g;
+        return;
+      }
+    }
+  }
   const unsigned block = g.team * g.teams;
   unsigned per_sm = 0;
   if constexpr (kAsyncCopy) {
@@ -521,8 +612,9 @@ struct DecisionKey {
   std::int64_t nnz, num_q_heads, num_kv_heads, rotary_dim, nope_dim, v_dim;
   std::int32_t dev, tune_decode, tune_trigger, page_shift;
   std::int32_t in, q_out, cache, cos, addressing;
-  std::uint32_t flags;  // vector-eligible, checked, and the index arrays' widths
+  std::uint32_t flags;  // vector-eligible, checked, the index arrays' widths, tuning bulk
 };
+constexpr std::uint32_t kKeyBulk = 256;
 static_assert(std::has_unique_object_representations_v<DecisionKey>,
               "DecisionKey must have no padding (compared with memcmp)");
 
@@ -546,7 +638,8 @@ DecisionKey decision_key(const LaunchParams& p, int dev, const Tuning& tune) {
   k.flags = (vector_eligible(p) ? 1u : 0u) | (p.checked ? 2u : 0u) |
             (p.slot_mapping.i64 ? 4u : 0u) | (p.positions.i64 ? 8u : 0u) |
             (p.batch_indices.i64 ? 16u : 0u) | (p.kv_positions.i64 ? 32u : 0u) |
-            (p.kv_indptr.i64 ? 64u : 0u) | (p.kv_indices.i64 ? 128u : 0u);
+            (p.kv_indptr.i64 ? 64u : 0u) | (p.kv_indices.i64 ? 128u : 0u) |
+            (tune.bulk > 0 ? kKeyBulk : 0u);
   return k;
 }
 
@@ -587,8 +680,10 @@ const PreparedLaunch* prepare_in_thread(const LaunchParams& p) noexcept {
   thread_local Last last;
   const DecisionKey key = decision_key(p, dev, tuning());
   PreparedLaunch& l = last.launch;
-  if (!last.valid || std::memcmp(&key, &last.key, sizeof key) != 0) {
-    const Tuning tune{key.tune_decode, key.tune_trigger};
+  // (The bulk kernel's plan reads the inputs' relative places, which the key
+  // leaves out: decided afresh every call while it is measured.)
+  if (!last.valid || (key.flags & kKeyBulk) != 0 || std::memcmp(&key, &last.key, sizeof key) != 0) {
+    const Tuning tune{key.tune_decode, key.tune_trigger, (key.flags & kKeyBulk) != 0 ? 1 : 0};
     decide(p, dev, tune, l);
     last.key = key;
     last.valid = true;
@@ -618,9 +713,9 @@ const PreparedLaunch* prepare_in_state(const LaunchParams& p, LaunchState& state
   if (!state.valid) new (state.bytes) StateLaunch;
   StateLaunch& s = *std::launder(reinterpret_cast<StateLaunch*>(state.bytes));
   PreparedLaunch& l = s.launch;
-  const bool decided = state.valid && s.nnz == p.nnz && s.dev == dev &&
+  const bool decided = tune.bulk <= 0 && state.valid && s.nnz == p.nnz && s.dev == dev &&
                        s.tune.decode == tune.decode && s.tune.pdl_trigger == tune.pdl_trigger &&
-                       s.eligible == eligible;
+                       s.tune.bulk == tune.bulk && s.eligible == eligible;
   if (!decided) {
     decide(p, dev, tune, l);
     s.nnz = p.nnz;
@@ -643,10 +738,15 @@ Result prepare_launch(const LaunchParams& p, PreparedLaunch* out, LaunchState* s
 }
 
 Error launch_prepared(const PreparedLaunch& l) noexcept {
-  void* args[2] = {nullptr, nullptr};
+  void* args[3] = {nullptr, nullptr, nullptr};
   switch (l.path) {
     case Path::kDecode: args[0] = const_cast<DecodeParams*>(&l.decode); break;
     case Path::kGeneric: args[0] = const_cast<LaunchParams*>(l.params); break;
+    case Path::kBulk:
+      args[0] = const_cast<LaunchParams*>(l.params);
+      args[1] = const_cast<VecGeometry*>(&l.geometry);
+      args[2] = const_cast<BulkPlan*>(&l.bulk);
+      break;
     default:
       args[0] = const_cast<LaunchParams*>(l.params);
       args[1] = const_cast<VecGeometry*>(&l.geometry);

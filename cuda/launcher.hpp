@@ -10,6 +10,7 @@
 #include "cuda/kernels/decode.cuh"
 #include "cuda/kernels/generic.cuh"
 #include "cuda/kernels/vec.cuh"
+#include "cuda/kernels/vec_bulk.cuh"
 #include "cuda/kernels/vec_staged.cuh"
 
 namespace ropekv {
@@ -20,6 +21,7 @@ enum class Path : int {
   kDecode,   // fused_decode_kernel: one unit per thread, the launch fits at once
   kVector,   // fused_vec_kernel: teams loop over tokens
   kStaged,   // fused_vec_staged_kernel: the same with asynchronous copies
+  kBulk,     // fused_vec_bulk_kernel: the same with bulk copies of whole token rows
   kGeneric,  // fused_generic_kernel: any valid shape and alignment
 };
 const char* to_string(Path path) noexcept;
@@ -38,6 +40,7 @@ struct PreparedLaunch {
   VecGeometry geometry = {};
   bool decode_by_part = false;  // the decode kernel's layout (see fused_decode_kernel)
   DecodeParams decode;
+  BulkPlan bulk;  // the bulk kernel's third argument
 };
 
 // Chooses the kernel, geometry and grid of p and fills `out` (which keeps a
@@ -54,7 +57,8 @@ Error launch_prepared(const PreparedLaunch& l) noexcept;
 struct Tuning {
   int decode = 0;  // 1: the decode kernel wherever it can run; -1: never
   int pdl_trigger =
-      0;  // vector kernels under PDL: 1: let dependents launch at block start; -1: at exit
+      0;         // vector kernels under PDL: 1: let dependents launch at block start; -1: at exit
+  int bulk = 0;  // 1: the bulk kernel for every vector-path launch it takes (a measurement)
 };
 void set_tuning(const Tuning& t) noexcept;
 Tuning tuning() noexcept;

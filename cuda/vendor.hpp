@@ -126,6 +126,75 @@ __device__ __forceinline__ void async_wait() {
 #endif
 }
 
+// Bulk asynchronous copies (cp.async.bulk, sm_90+) of whole token rows from
+// global into shared memory, completing on a shared-memory barrier
+// (mbarrier): one thread starts a copy of many bytes, the barrier's phase
+// flips when they have landed. kBulkCopy: the vendor has them (the launcher
+// picks the bulk kernel only then, and only for kernels built for sm_90+:
+// bulk_copy_built).
+constexpr bool kBulkCopy = true;
+inline bool bulk_copy_built(const void* kernel) {
+  cudaFuncAttributes a = {};
+  if (cudaFuncGetAttributes(&a, kernel) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return a.binaryVersion >= 90;
+}
+#if defined(__CUDACC__)
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+  return unsigned(__cvta_generic_to_shared(p));
+}
+// Barrier `bar` expects one arrival a phase (the thread that starts the copies).
+__device__ __forceinline__ void barrier_init(std::uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(bar)) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+// The arrival of a phase that `bytes` of copies complete.
+__device__ __forceinline__ void barrier_expect(std::uint64_t* bar, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)),
+               "r"(bytes)
+               : "memory");
+#endif
+}
+// Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from
+// global to shared memory, completing on `bar`. After shared memory was read
+// by ordinary loads (the previous use of the slot), bulk_reuse_fence first.
+__device__ __forceinline__ void bulk_copy(void* smem, const void* gmem, unsigned bytes,
+                                          std::uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(shared_address(smem)),
+      "l"(gmem), "r"(bytes), "r"(shared_address(bar))
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_reuse_fence() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+// Waits until phase `parity` (0, 1, 0, ...: the slot's use count mod 2) of
+// `bar` has completed.
+__device__ __forceinline__ void barrier_wait(std::uint64_t* bar, unsigned parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n"
+      "}\n" ::"r"(shared_address(bar)),
+      "r"(parity)
+      : "memory");
+#endif
+}
+#endif  // __CUDACC__
+
 // Two floats to two FP8 codes (first in the low byte) with the instruction
 // of sm_89+, where it is bit-identical to the shared software encoder for
 // e4m3fn and e5m2 (tests/test_cuda_fp8_hw.cu compares the two over every

@@ -76,6 +76,16 @@ __device__ __forceinline__ void async_commit() {}
 template <int N>
 __device__ __forceinline__ void async_wait() {}
 
+// No bulk copies either (the launcher never picks the bulk kernel); these
+// stubs only keep the shared source compiling.
+constexpr bool kBulkCopy = false;
+inline bool bulk_copy_built(const void*) { return false; }
+__device__ __forceinline__ void barrier_init(std::uint64_t*) {}
+__device__ __forceinline__ void barrier_expect(std::uint64_t*, unsigned) {}
+__device__ __forceinline__ void bulk_copy(void*, const void*, unsigned, std::uint64_t*) {}
+__device__ __forceinline__ void bulk_reuse_fence() {}
+__device__ __forceinline__ void barrier_wait(std::uint64_t*, unsigned) {}
+
 template <DType Out>
 __device__ __forceinline__ bool hw_encode_fp8x2(float, float, std::uint32_t*) {
   return false;

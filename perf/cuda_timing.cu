@@ -817,6 +817,8 @@ bool set_cuda_tuning(const std::string& spec) {
       t.decode = value;
     else if (key == "pdl_trigger")
       t.pdl_trigger = value;
+    else if (key == "bulk")
+      t.bulk = value;
     else
       return false;
     i = comma + 1;

@@ -7,9 +7,31 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "cuda/launcher.hpp"
+#include "detail/lower.hpp"
 #include "ropekv/ropekv.hpp"
+
+// For tests/test_cuda_runtime.cpp (no CUDA headers there): the bulk kernel's
+// measurement override on or off, and the path the launcher takes for a call.
+namespace ropekv_test {
+void set_bulk_tuning(bool on) {
+  ropekv::detail::gpu::Tuning t;
+  if (on) {
+    t.decode = -1;  // every launch on a vector path, so the bulk kernel wherever it can
+    t.bulk = 1;
+  }
+  ropekv::detail::gpu::set_tuning(t);
+}
+std::string launch_path(const ropekv::Arguments& a) {
+  ropekv::detail::LaunchParams p;
+  ropekv::detail::gpu::PreparedLaunch l;
+  if (!ropekv::detail::lower(a, &p).ok() || !ropekv::detail::gpu::prepare_launch(p, &l).ok())
+    return "none";
+  return ropekv::detail::gpu::to_string(l.path);
+}
+}  // namespace ropekv_test
 
 namespace {
 

@@ -11,10 +11,16 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cuda_capture.hpp"
 #include "ropekv/ropekv.hpp"
+
+namespace ropekv_test {  // tests/test_cuda_launcher.cu
+void set_bulk_tuning(bool on);
+std::string launch_path(const ropekv::Arguments& a);
+}  // namespace ropekv_test
 
 namespace {
 
@@ -308,6 +314,37 @@ TEST(CudaRuntime, LargeBatchSpecialisedShapesWithPadding) {
     pb.reindex(seed++, sh.pad);
     expect_matches_host(pb, (seed & 2) != 0, "large, specialised shape");
   }
+}
+
+// The bulk-copy vector kernel (a measurement override for now: every vector
+// launch whose token rows it can copy whole): the specialised and run-time
+// shapes, one token to many, padding, host and device scales, and rows with a
+// gap after them (token_pad: a copy per token instead of one per group).
+TEST(CudaRuntime, BulkKernelMatchesHost) {
+  SKIP_WITHOUT_CUDA();
+  struct Shape {
+    std::int64_t nnz, hq, hk, d, r, token_pad;
+    double pad;
+  };
+  const Shape shapes[] = {{1, 8, 1, 64, 64, 0, 0.0},      {7, 32, 8, 128, 128, 0, 0.3},
+                          {300, 64, 8, 64, 64, 0, 0.1},   {5000, 32, 8, 128, 128, 0, 0.2},
+                          {3000, 32, 8, 128, 64, 0, 0.1}, {2001, 16, 2, 96, 32, 0, 0.3},
+                          {1500, 8, 1, 128, 128, 8, 0.5}, {4000, 8, 1, 64, 64, 0, 0.0}};
+  unsigned seed = 91;
+  ropekv_test::set_bulk_tuning(true);
+  for (const Shape& sh : shapes) {
+    Problem pb(sh.nnz, sh.hq, sh.hk, sh.d, sh.r, sh.token_pad, seed++);
+    pb.pages = (sh.nnz + pb.ps - 1) / pb.ps + 3;
+    pb.reindex(seed++, sh.pad);
+    DeviceProblem dp(pb);
+    const bool device_scales = (seed & 2) != 0;
+    const Arguments a = make_args(pb, dp.b, device_scales);
+    EXPECT_EQ(ropekv_test::launch_path(a), "bulk") << "nnz " << sh.nnz << " D " << sh.d;
+    const Result r = run(a, Backend::kCuda);
+    ASSERT_TRUE(r.ok()) << r.message;
+    expect_identical(dp.download(nullptr), host_reference(pb), "bulk kernel");
+  }
+  ropekv_test::set_bulk_tuning(false);
 }
 
 // The launcher asks the runtime once per (kernel, block size, device) how

@@ -366,8 +366,8 @@ static_assert(
     "run_step tests alignment with a mask: element sizes must be powers of two");
 // The byte length of a view's span with extent 0 = n > 0 (its other extents
 // > 0, their part pv.rest_elems): false where it does not fit in int64.
-bool span_bytes(const StepPlan::View& pv, std::int64_t n, std::int64_t stride0,
-                std::int64_t* elems, std::int64_t* bytes) {
+bool span_bytes(const StepPlan::View& pv, std::int64_t n, std::int64_t stride0, std::int64_t* elems,
+                std::int64_t* bytes) {
   return mul_fits(n - 1, stride0, elems) && add_fits(*elems, pv.rest_elems, elems) &&
          mul_fits(*elems, pv.es, bytes);
 }
