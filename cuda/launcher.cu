@@ -372,26 +372,36 @@ void fill_decode_data(const LaunchParams& p, DecodeParams& d) {
 // one span of at most kBulkSpanMax bytes with a common token stride.
 constexpr std::uint32_t kBulkSpanMax = 32 * 1024;  // bytes of one token's inputs
 constexpr std::uint32_t kBulkSlotMax = 32 * 1024;  // bytes of a ring slot (several tokens)
-bool bulk_plan(const LaunchParams& p, std::uint32_t tokens_max, BulkPlan* b) {
-  struct Part {
-    const HeadTensor* t;
-    std::int64_t heads, len;  // rows and their elements
-  };
-  const Part parts[kParts] = {{&p.q_rope, p.num_q_heads, p.rotary_dim},
-                              {&p.k_rope, p.num_kv_heads, p.rotary_dim},
-                              {&p.q_nope, p.num_q_heads, p.nope_dim},
-                              {&p.k_nope, p.num_kv_heads, p.nope_dim},
-                              {&p.v, p.num_kv_heads, p.v_dim}};
+struct BulkPart {
+  const HeadTensor* t;
+  std::int64_t heads, len;  // rows and their elements; 0: absent
+};
+struct BulkParts {
+  BulkPart part[kParts];
+  const char* base = nullptr;  // the lowest part's data
+  std::int64_t stride = -1;    // the parts' common token stride (elements), -1: none
+};
+BulkParts bulk_parts(const LaunchParams& p) {
   static_assert(kRotQ == 0 && kRotK == 1 && kNopeQ == 2 && kNopeK == 3 && kValue == 4,
-                "bulk_plan lists the parts in their order");
-  const char* base = nullptr;
-  std::int64_t stride = -1;
-  for (const Part& x : parts) {
+                "bulk_parts lists the parts in their order");
+  BulkParts b = {{{&p.q_rope, p.num_q_heads, p.rotary_dim},
+                  {&p.k_rope, p.num_kv_heads, p.rotary_dim},
+                  {&p.q_nope, p.num_q_heads, p.nope_dim},
+                  {&p.k_nope, p.num_kv_heads, p.nope_dim},
+                  {&p.v, p.num_kv_heads, p.v_dim}}};
+  for (const BulkPart& x : b.part) {
     if (x.len == 0 || x.heads == 0) continue;
-    if (stride >= 0 && x.t->token_stride != stride) return false;
-    stride = x.t->token_stride;
-    if (base == nullptr || x.t->data < base) base = x.t->data;
+    if (b.stride >= 0 && x.t->token_stride != b.stride) return BulkParts{};
+    b.stride = x.t->token_stride;
+    if (b.base == nullptr || x.t->data < b.base) b.base = x.t->data;
   }
+  return b;
+}
+bool bulk_plan(const LaunchParams& p, std::uint32_t tokens_max, BulkPlan* b) {
+  const BulkParts bp = bulk_parts(p);
+  const BulkPart* parts = bp.part;
+  const char* base = bp.base;
+  const std::int64_t stride = bp.stride;
   if (base == nullptr || stride <= 0) return false;
   // Every row of every part as a byte interval of the span; they must tile
   // [0, span) exactly (sorted, each starting where the last ended).
@@ -400,8 +410,9 @@ bool bulk_plan(const LaunchParams& p, std::uint32_t tokens_max, BulkPlan* b) {
   };
   std::vector<Row> rows;
   for (std::uint32_t i = 0; i < kParts; ++i) {
-    const Part& x = parts[i];
+    const BulkPart& x = parts[i];
     b->off[i] = 0;
+    b->head_stride[i] = x.t->head_stride;
     if (x.len == 0 || x.heads == 0) continue;
     const std::int64_t off = x.t->data - base;
     if (off >= kBulkSpanMax) return false;
@@ -425,6 +436,21 @@ bool bulk_plan(const LaunchParams& p, std::uint32_t tokens_max, BulkPlan* b) {
   std::uint32_t tokens = kBulkSlotMax / b->span;
   if (tokens > tokens_max) tokens = tokens_max;
   b->tokens = tokens > 0 ? tokens : 1;
+  return true;
+}
+// A kept bulk decision for a call of the same decision key: its plan holds
+// where the parts keep their strides and places relative to each other (the
+// tiling is translation-invariant); then only the base moves.
+bool bulk_holds(const LaunchParams& p, BulkPlan& b) {
+  const BulkParts bp = bulk_parts(p);
+  if (bp.base == nullptr || bp.stride * 2 != b.token_bytes) return false;
+  for (std::uint32_t i = 0; i < kParts; ++i) {
+    const BulkPart& x = bp.part[i];
+    if (x.len == 0 || x.heads == 0) continue;
+    if (x.t->head_stride != b.head_stride[i] || x.t->data - bp.base != std::int64_t(b.off[i]))
+      return false;
+  }
+  b.base = bp.base;
   return true;
 }
 
@@ -680,14 +706,15 @@ const PreparedLaunch* prepare_in_thread(const LaunchParams& p) noexcept {
   thread_local Last last;
   const DecisionKey key = decision_key(p, dev, tuning());
   PreparedLaunch& l = last.launch;
-  // (The bulk kernel's plan reads the inputs' relative places, which the key
-  // leaves out: decided afresh every call while it is measured.)
-  if (!last.valid || (key.flags & kKeyBulk) != 0 || std::memcmp(&key, &last.key, sizeof key) != 0) {
-    const Tuning tune{key.tune_decode, key.tune_trigger, (key.flags & kKeyBulk) != 0 ? 1 : 0};
+  const Tuning tune{key.tune_decode, key.tune_trigger, (key.flags & kKeyBulk) != 0 ? 1 : 0};
+  if (!last.valid || std::memcmp(&key, &last.key, sizeof key) != 0) {
     decide(p, dev, tune, l);
     last.key = key;
     last.valid = true;
   }
+  // The bulk kernel's plan reads the inputs' relative places, which the key
+  // leaves out.
+  if (l.path == Path::kBulk && !bulk_holds(p, l.bulk)) decide(p, dev, tune, l);
   fill_call(p, l, true);  // the decision's key leaves strides out: shape too
   return &l;
 }
@@ -713,9 +740,10 @@ const PreparedLaunch* prepare_in_state(const LaunchParams& p, LaunchState& state
   if (!state.valid) new (state.bytes) StateLaunch;
   StateLaunch& s = *std::launder(reinterpret_cast<StateLaunch*>(state.bytes));
   PreparedLaunch& l = s.launch;
-  const bool decided = tune.bulk <= 0 && state.valid && s.nnz == p.nnz && s.dev == dev &&
-                       s.tune.decode == tune.decode && s.tune.pdl_trigger == tune.pdl_trigger &&
-                       s.tune.bulk == tune.bulk && s.eligible == eligible;
+  bool decided = state.valid && s.nnz == p.nnz && s.dev == dev && s.tune.decode == tune.decode &&
+                 s.tune.pdl_trigger == tune.pdl_trigger && s.tune.bulk == tune.bulk &&
+                 s.eligible == eligible;
+  if (decided && l.path == Path::kBulk && !bulk_holds(p, l.bulk)) decided = false;
   if (!decided) {
     decide(p, dev, tune, l);
     s.nnz = p.nnz;

@@ -248,3 +248,57 @@ TEST(CudaLauncher, KeptDecisionFollowsTokenCountAlignmentAndData) {
 }
 
 }  // namespace
+
+// The bulk kernel's plan (measurement override bulk=1): where each input
+// part lies in a token's span, kept for calls whose parts keep their places
+// relative to each other (only the base moves), made afresh where they move
+// apart, and no plan where the parts leave gaps in the span.
+TEST(CudaLauncherBulk, PlanFollowsTheInputsPlaces) {
+  if (!backend_available(Backend::kCuda))
+    GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)";
+  const std::uintptr_t base = std::uintptr_t(1) << 32;
+  ropekv_test::set_bulk_tuning(true);
+  const gpu::PreparedLaunch first = decide(params(20000, base));
+  ASSERT_EQ(first.path, gpu::Path::kBulk);
+  EXPECT_EQ(first.bulk.base, reinterpret_cast<const char*>(base));
+  EXPECT_EQ(first.bulk.span, 1280u);
+  EXPECT_EQ(first.bulk.token_bytes, 1280);
+  EXPECT_TRUE(first.bulk.contiguous);
+  const std::uint32_t off[5] = {0, 1024, 0, 0, 1152};
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(first.bulk.off[i], off[i]) << "part " << i;
+  EXPECT_GT(first.smem, 48u * 1024);  // three slots of bulk.tokens spans: above the default
+
+  const gpu::PreparedLaunch moved = decide(params(20000, base + 4096));
+  ASSERT_EQ(moved.path, gpu::Path::kBulk);
+  EXPECT_EQ(moved.bulk.base, reinterpret_cast<const char*>(base + 4096));
+  EXPECT_EQ(moved.bulk.off[gpu::kRotK], 1024u);
+
+  // Values first, then the key, then the queries: the same decision key,
+  // another plan.
+  LaunchParams swapped = params(20000, base);
+  const std::int64_t row = 10 * 64;
+  char* at0 = reinterpret_cast<char*>(base);
+  swapped.v = {at0, row, 64};
+  swapped.k_rope = {at0 + 64 * 2, row, 64};
+  swapped.q_rope = {at0 + 2 * 64 * 2, row, 64};
+  const gpu::PreparedLaunch other = decide(swapped);
+  ASSERT_EQ(other.path, gpu::Path::kBulk);
+  EXPECT_EQ(other.bulk.off[gpu::kRotQ], 256u);
+  EXPECT_EQ(other.bulk.off[gpu::kRotK], 128u);
+  EXPECT_EQ(other.bulk.off[gpu::kValue], 0u);
+
+  // Rows one 16-byte word apart beyond the span: a copy per token.
+  LaunchParams spaced = params(20000, base);
+  for (detail::HeadTensor* t : {&spaced.q_rope, &spaced.k_rope, &spaced.v}) t->token_stride += 8;
+  const gpu::PreparedLaunch per_token = decide(spaced);
+  ASSERT_EQ(per_token.path, gpu::Path::kBulk);
+  EXPECT_FALSE(per_token.bulk.contiguous);
+  EXPECT_EQ(per_token.bulk.token_bytes, 1296);
+
+  // A gap between the key and the values inside the span: no bulk plan.
+  LaunchParams gap = spaced;
+  gap.v.data += 16;
+  EXPECT_NE(decide(gap).path, gpu::Path::kBulk);
+  ropekv_test::set_bulk_tuning(false);
+  EXPECT_NE(decide(params(20000, base)).path, gpu::Path::kBulk);  // the override only
+}

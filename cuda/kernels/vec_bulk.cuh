@@ -22,7 +22,8 @@ struct BulkPlan {
   std::uint32_t span = 0;
   std::uint32_t off[kParts] = {};
   std::uint32_t tokens = 0;
-  bool contiguous = false;  // token_bytes == span: a slot is one copy
+  bool contiguous = false;                // token_bytes == span: a slot is one copy
+  std::int64_t head_stride[kParts] = {};  // the plan's (launcher only: bulk_holds)
 };
 constexpr int kBulkStages = 3;
 constexpr std::size_t bulk_shared_bytes(const BulkPlan& b) {
@@ -109,8 +110,8 @@ __global__ void __launch_bounds__(kVecBlock, 2)
           x.dst = p.k_cache_nope.row(plan.page, plan.entry, h, 1);
         else
           x.dst = p.v_cache.row(plan.page, plan.entry, h, 1);
-        const uint4* v = reinterpret_cast<const uint4*>(
-            row + param_at(b.off, r.part) + h * input_of(p, r.part).head_stride * 2);
+        const uint4* v = reinterpret_cast<const uint4*>(row + param_at(b.off, r.part) +
+                                                        h * input_of(p, r.part).head_stride * 2);
         x.a = v[r.sub];
         x.b = v[part_half<kR, kN, kDv>(g, r.part) / 8 + r.sub];
         vec_finish<In, Out, kR, kN, kDv>(p, g, d, x, cv, sv);
