@@ -368,10 +368,11 @@ void fill_decode_data(const LaunchParams& p, DecodeParams& d) {
 }
 
 // The bulk kernel's view of p's inputs (see BulkPlan), for `tokens_max`
-// tokens a block at most: false where the input parts of a token do not tile
-// one span of at most kBulkSpanMax bytes with a common token stride.
+// tokens a block and `slot_max` bytes a ring slot at most (one token at least): false where the
+// input parts of a token do not tile one span of at most kBulkSpanMax bytes with a common token
+// stride.
 constexpr std::uint32_t kBulkSpanMax = 32 * 1024;  // bytes of one token's inputs
-constexpr std::uint32_t kBulkSlotMax = 32 * 1024;  // bytes of a ring slot (several tokens)
+constexpr std::uint32_t kBulkSlotMax = 32 * 1024;  // bytes of a ring slot (default)
 struct BulkPart {
   const HeadTensor* t;
   std::int64_t heads, len;  // rows and their elements; 0: absent
@@ -397,7 +398,8 @@ BulkParts bulk_parts(const LaunchParams& p) {
   }
   return b;
 }
-bool bulk_plan(const LaunchParams& p, std::uint32_t tokens_max, BulkPlan* b) {
+bool bulk_plan(const LaunchParams& p, std::uint32_t tokens_max, std::uint32_t slot_max,
+               BulkPlan* b) {
   const BulkParts bp = bulk_parts(p);
   const BulkPart* parts = bp.part;
   const char* base = bp.base;
@@ -433,7 +435,7 @@ bool bulk_plan(const LaunchParams& p, std::uint32_t tokens_max, BulkPlan* b) {
   b->token_bytes = stride * 2;
   b->span = std::uint32_t(end);
   b->contiguous = b->token_bytes == end;
-  std::uint32_t tokens = kBulkSlotMax / b->span;
+  std::uint32_t tokens = slot_max / b->span;
   if (tokens > tokens_max) tokens = tokens_max;
   b->tokens = tokens > 0 ? tokens : 1;
   return true;
@@ -590,7 +592,8 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   g.early_trigger = tune.pdl_trigger > 0 ? 1u : 0u;
   if constexpr (kBulkCopy) {
     BulkPlan b;
-    if (tune.bulk > 0 && bulk_plan(p, g.teams, &b)) {
+    const std::uint32_t slot_max = tune.bulk > 1 ? std::uint32_t(tune.bulk) * 1024 : kBulkSlotMax;
+    if (tune.bulk > 0 && bulk_plan(p, g.teams, slot_max, &b)) {
       const void* kernel = pick_vec<VecFamily::kBulk>(p);
       const unsigned bulk_block = g.team * b.tokens;
       const std::size_t smem = bulk_shared_bytes(b);

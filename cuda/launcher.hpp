@@ -57,8 +57,10 @@ Error launch_prepared(const PreparedLaunch& l) noexcept;
 struct Tuning {
   int decode = 0;  // 1: the decode kernel wherever it can run; -1: never
   int pdl_trigger =
-      0;         // vector kernels under PDL: 1: let dependents launch at block start; -1: at exit
-  int bulk = 0;  // 1: the bulk kernel for every vector-path launch it takes (a measurement)
+      0;  // vector kernels under PDL: 1: let dependents launch at block start; -1: at exit
+  // 1: the bulk kernel for every vector-path launch it takes (a measurement);
+  // N > 1: the same with ring slots of N KiB (one token's rows at least).
+  int bulk = 0;
 };
 void set_tuning(const Tuning& t) noexcept;
 Tuning tuning() noexcept;
