@@ -26,6 +26,15 @@ struct BulkPlan {
   std::int64_t head_stride[kParts] = {};  // the plan's (launcher only: bulk_holds)
 };
 constexpr int kBulkStages = 3;
+// off[part], selected by value (an indexed read made a local copy of the plan).
+__device__ __forceinline__ std::uint32_t part_offset(const BulkPlan& b, std::uint32_t part) {
+  std::uint32_t o = b.off[kValue];
+  if (part == kRotQ) o = b.off[kRotQ];
+  if (part == kRotK) o = b.off[kRotK];
+  if (part == kNopeQ) o = b.off[kNopeQ];
+  if (part == kNopeK) o = b.off[kNopeK];
+  return o;
+}
 constexpr std::size_t bulk_shared_bytes(const BulkPlan& b) {
   return std::size_t(kBulkStages) * b.tokens * b.span + kBulkStages * sizeof(std::uint64_t);
 }
@@ -51,18 +60,23 @@ __global__ void __launch_bounds__(kVecBlock, 2)
   __syncthreads();
   dependency_wait();
   if (g.early_trigger) dependents_launch();
-  // Thread 0: start the copies of group `grp` into slot s.
-  auto fill = [&](std::int64_t grp, int s) {
-    const std::int64_t t0 = grp * b.tokens;
-    const std::int64_t n = p.nnz - t0 < b.tokens ? p.nnz - t0 : b.tokens;
+  // Thread 0: start the copies of group `grp` into slot s. (The plan's fields
+  // by value: a reference into a kernel parameter makes a local copy of it.)
+  const std::uint32_t tokens = b.tokens, span = b.span;
+  const std::int64_t token_bytes = b.token_bytes, nnz = p.nnz;
+  const char* const base = b.base;
+  const bool contiguous = b.contiguous;
+  auto fill = [=](std::int64_t grp, int s) {
+    const std::int64_t t0 = grp * tokens;
+    const std::int64_t n = nnz - t0 < tokens ? nnz - t0 : tokens;
     char* dst = slots + std::size_t(s) * slot_bytes;
-    const char* src = b.base + t0 * b.token_bytes;
-    barrier_expect(&bars[s], unsigned(n) * b.span);
-    if (b.contiguous) {
-      bulk_copy(dst, src, unsigned(n) * b.span, &bars[s]);
+    const char* src = base + t0 * token_bytes;
+    barrier_expect(&bars[s], unsigned(n) * span);
+    if (contiguous) {
+      bulk_copy(dst, src, unsigned(n) * span, &bars[s]);
     } else {
       for (std::int64_t j = 0; j < n; ++j)
-        bulk_copy(dst + j * b.span, src + j * b.token_bytes, b.span, &bars[s]);
+        bulk_copy(dst + j * span, src + j * token_bytes, span, &bars[s]);
     }
   };
   if (threadIdx.x == 0)
@@ -110,7 +124,7 @@ __global__ void __launch_bounds__(kVecBlock, 2)
           x.dst = p.k_cache_nope.row(plan.page, plan.entry, h, 1);
         else
           x.dst = p.v_cache.row(plan.page, plan.entry, h, 1);
-        const uint4* v = reinterpret_cast<const uint4*>(row + param_at(b.off, r.part) +
+        const uint4* v = reinterpret_cast<const uint4*>(row + part_offset(b, r.part) +
                                                         h * input_of(p, r.part).head_stride * 2);
         x.a = v[r.sub];
         x.b = v[part_half<kR, kN, kDv>(g, r.part) / 8 + r.sub];
