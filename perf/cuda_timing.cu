@@ -202,6 +202,19 @@ struct FloorParams {
   bool page_table;
 };
 
+// The cache page and entry of a token (slot or batch index `key`, position `pos`).
+__device__ __forceinline__ void floor_page(const FloorParams& f, std::int64_t key, std::int64_t pos,
+                                           std::int64_t* page, std::int64_t* entry) {
+  const std::int64_t mask = (std::int64_t(1) << f.page_shift) - 1;
+  if (f.page_table) {
+    *page = f.kv_indices[f.kv_indptr[key] + (pos >> f.page_shift)];
+    *entry = pos & mask;
+  } else {
+    *page = key >> f.page_shift;
+    *entry = key & mask;
+  }
+}
+
 __global__ void floor_kernel(const FloorParams f) {
   const int row = int(threadIdx.x);
   const std::int64_t t = blockIdx.x;
@@ -214,15 +227,8 @@ __global__ void floor_kernel(const FloorParams f) {
   if (row < f.hq) {
     dst = f.q_out + t * f.q_token + row * f.q_head;
   } else {
-    const std::int64_t mask = (std::int64_t(1) << f.page_shift) - 1;
     std::int64_t page, entry;
-    if (f.page_table) {
-      page = f.kv_indices[f.kv_indptr[key] + (pos >> f.page_shift)];
-      entry = pos & mask;
-    } else {
-      page = key >> f.page_shift;
-      entry = key & mask;
-    }
+    floor_page(f, key, pos, &page, &entry);
     const bool k = row < f.hq + f.hk;
     const int h = k ? row - f.hq : row - f.hq - f.hk;
     dst = k ? f.k_cache + page * f.k_stride[0] + entry * f.k_stride[1] + h * f.k_stride[2]
@@ -272,15 +278,8 @@ __global__ void data_floor_kernel(const FloorParams f, const DataFloorParams d) 
   if (u < d.q_units) {
     dst = f.q_out + t * f.q_token + row * f.q_head;
   } else {
-    const std::int64_t mask = (std::int64_t(1) << f.page_shift) - 1;
     std::int64_t page, entry;
-    if (f.page_table) {
-      page = f.kv_indices[f.kv_indptr[key] + (pos >> f.page_shift)];
-      entry = pos & mask;
-    } else {
-      page = key >> f.page_shift;
-      entry = key & mask;
-    }
+    floor_page(f, key, pos, &page, &entry);
     const int h = v_row ? row : row - f.hq;
     dst = v_row ? f.v_cache + page * f.v_stride[0] + entry * f.v_stride[1] + h * f.v_stride[2]
                 : d.k_row + page * f.k_stride[0] + entry * f.k_stride[1] + h * f.k_stride[2];

@@ -26,15 +26,6 @@ struct BulkPlan {
   std::int64_t head_stride[kParts] = {};  // the plan's (launcher only: bulk_holds)
 };
 constexpr int kBulkStages = 3;
-// off[part], selected by value (an indexed read made a local copy of the plan).
-__device__ __forceinline__ std::uint32_t part_offset(const BulkPlan& b, std::uint32_t part) {
-  std::uint32_t o = b.off[kValue];
-  if (part == kRotQ) o = b.off[kRotQ];
-  if (part == kRotK) o = b.off[kRotK];
-  if (part == kNopeQ) o = b.off[kNopeQ];
-  if (part == kNopeK) o = b.off[kNopeK];
-  return o;
-}
 constexpr std::size_t bulk_shared_bytes(const BulkPlan& b) {
   return std::size_t(kBulkStages) * b.tokens * b.span + kBulkStages * sizeof(std::uint64_t);
 }
@@ -109,25 +100,14 @@ __global__ void __launch_bounds__(kVecBlock, 2)
     if (mine && plan.write) {
       const char* row = slots + std::size_t(s) * slot_bytes + std::size_t(team) * b.span;
       for (std::uint32_t u = lane; u < g.units; u += g.team) {
+        // The unit's destination and part, and its input row's place in the
+        // token's span (the same offset as in global memory: the span tiles it).
         VecUnit x;
-        const UnitRef r = unit_ref<kR, kN, kDv>(g, std::uint32_t(p.num_q_heads), u);
-        x.sub = r.sub;
-        x.part = r.part;
-        const std::int64_t h = r.head;
-        if (r.part == kRotQ)
-          x.dst = p.q_rope_out.row(t, h, 1);
-        else if (r.part == kNopeQ)
-          x.dst = p.q_nope_out.row(t, h, 1);
-        else if (r.part == kRotK)
-          x.dst = p.k_cache_rope.row(plan.page, plan.entry, h, 1);
-        else if (r.part == kNopeK)
-          x.dst = p.k_cache_nope.row(plan.page, plan.entry, h, 1);
-        else
-          x.dst = p.v_cache.row(plan.page, plan.entry, h, 1);
-        const uint4* v = reinterpret_cast<const uint4*>(row + part_offset(b, r.part) +
-                                                        h * input_of(p, r.part).head_stride * 2);
-        x.a = v[r.sub];
-        x.b = v[part_half<kR, kN, kDv>(g, r.part) / 8 + r.sub];
+        const char* in =
+            reinterpret_cast<const char*>(vec_resolve<kR, kN, kDv>(p, g, t, u, plan, x));
+        const uint4* v = reinterpret_cast<const uint4*>(row + (in - (b.base + t * b.token_bytes)));
+        x.a = v[x.sub];
+        x.b = v[part_half<kR, kN, kDv>(g, x.part) / 8 + x.sub];
         vec_finish<In, Out, kR, kN, kDv>(p, g, d, x, cv, sv);
       }
     } else if (mine && plan.bad && lane == 0 && p.skipped_tokens != nullptr) {
