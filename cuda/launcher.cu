@@ -376,6 +376,7 @@ constexpr std::uint32_t kBulkSlotMax = 32 * 1024;  // bytes of a ring slot (defa
 struct BulkPart {
   const HeadTensor* t;
   std::int64_t heads, len;  // rows and their elements; 0: absent
+  bool present() const { return len != 0 && heads != 0; }
 };
 struct BulkParts {
   BulkPart part[kParts];
@@ -391,7 +392,7 @@ BulkParts bulk_parts(const LaunchParams& p) {
                   {&p.k_nope, p.num_kv_heads, p.nope_dim},
                   {&p.v, p.num_kv_heads, p.v_dim}}};
   for (const BulkPart& x : b.part) {
-    if (x.len == 0 || x.heads == 0) continue;
+    if (!x.present()) continue;
     if (b.stride >= 0 && x.t->token_stride != b.stride) return BulkParts{};
     b.stride = x.t->token_stride;
     if (b.base == nullptr || x.t->data < b.base) b.base = x.t->data;
@@ -401,10 +402,7 @@ BulkParts bulk_parts(const LaunchParams& p) {
 bool bulk_plan(const LaunchParams& p, std::uint32_t tokens_max, std::uint32_t slot_max,
                BulkPlan* b) {
   const BulkParts bp = bulk_parts(p);
-  const BulkPart* parts = bp.part;
-  const char* base = bp.base;
-  const std::int64_t stride = bp.stride;
-  if (base == nullptr || stride <= 0) return false;
+  if (bp.base == nullptr || bp.stride <= 0) return false;
   // Every row of every part as a byte interval of the span; they must tile
   // [0, span) exactly (sorted, each starting where the last ended).
   struct Row {
@@ -412,11 +410,11 @@ bool bulk_plan(const LaunchParams& p, std::uint32_t tokens_max, std::uint32_t sl
   };
   std::vector<Row> rows;
   for (std::uint32_t i = 0; i < kParts; ++i) {
-    const BulkPart& x = parts[i];
+    const BulkPart& x = bp.part[i];
     b->off[i] = 0;
     b->head_stride[i] = x.t->head_stride;
-    if (x.len == 0 || x.heads == 0) continue;
-    const std::int64_t off = x.t->data - base;
+    if (!x.present()) continue;
+    const std::int64_t off = x.t->data - bp.base;
     if (off >= kBulkSpanMax) return false;
     b->off[i] = std::uint32_t(off);
     for (std::int64_t h = 0; h < x.heads; ++h) {
@@ -430,9 +428,9 @@ bool bulk_plan(const LaunchParams& p, std::uint32_t tokens_max, std::uint32_t sl
     if (r.lo != end) return false;
     end = r.hi;
   }
-  if (end > kBulkSpanMax || end > stride * 2 || end % 16 != 0) return false;
-  b->base = base;
-  b->token_bytes = stride * 2;
+  if (end > kBulkSpanMax || end > bp.stride * 2 || end % 16 != 0) return false;
+  b->base = bp.base;
+  b->token_bytes = bp.stride * 2;
   b->span = std::uint32_t(end);
   b->contiguous = b->token_bytes == end;
   std::uint32_t tokens = slot_max / b->span;
@@ -448,7 +446,7 @@ bool bulk_holds(const LaunchParams& p, BulkPlan& b) {
   if (bp.base == nullptr || bp.stride * 2 != b.token_bytes) return false;
   for (std::uint32_t i = 0; i < kParts; ++i) {
     const BulkPart& x = bp.part[i];
-    if (x.len == 0 || x.heads == 0) continue;
+    if (!x.present()) continue;
     if (x.t->head_stride != b.head_stride[i] || x.t->data - bp.base != std::int64_t(b.off[i]))
       return false;
   }

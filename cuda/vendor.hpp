@@ -66,15 +66,14 @@ inline Error launch(const void* kernel, dim3 grid, dim3 block, std::size_t smem,
 #if defined(__CUDACC__)
 // Programmatic dependent launch: wait for the previous grid's memory before
 // reading inputs; let the next grid start its prologue early. No-ops before
-// sm_90 and when launched without the attribute. (ROPEKV_EXPERIMENT_NO_GRIDDEP,
-// a measurement build only, leaves both out: wrong with PDL.)
+// sm_90 and when launched without the attribute.
 __device__ __forceinline__ void dependency_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(ROPEKV_EXPERIMENT_NO_GRIDDEP)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
 __device__ __forceinline__ void dependents_launch() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(ROPEKV_EXPERIMENT_NO_GRIDDEP)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
@@ -89,14 +88,7 @@ __device__ __forceinline__ T param_at(const T (&a)[N], std::uint32_t i) {
 }
 
 // Streaming (evict-first) stores: outputs are never re-read by this kernel.
-// (ROPEKV_EXPERIMENT_PLAIN_STORES, a measurement build only: plain stores.)
-__device__ __forceinline__ void store_streaming(uint2* p, uint2 v) {
-#if defined(ROPEKV_EXPERIMENT_PLAIN_STORES)
-  *p = v;
-#else
-  __stcs(p, v);
-#endif
-}
+__device__ __forceinline__ void store_streaming(uint2* p, uint2 v) { __stcs(p, v); }
 __device__ __forceinline__ uint2 load_readonly(const uint2* p) { return __ldg(p); }
 __device__ __forceinline__ uint4 load_readonly(const uint4* p) { return __ldg(p); }
 __device__ __forceinline__ float4 load_readonly(const float4* p) { return __ldg(p); }

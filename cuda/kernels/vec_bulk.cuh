@@ -20,10 +20,12 @@ struct BulkPlan {
   const char* base = nullptr;
   std::int64_t token_bytes = 0;
   std::uint32_t span = 0;
-  std::uint32_t off[kParts] = {};
   std::uint32_t tokens = 0;
-  bool contiguous = false;                // token_bytes == span: a slot is one copy
-  std::int64_t head_stride[kParts] = {};  // the plan's (launcher only: bulk_holds)
+  bool contiguous = false;  // token_bytes == span: a slot is one copy
+  // Each part's place in the span and head stride when planned (launcher
+  // only: bulk_holds checks a kept plan against them).
+  std::uint32_t off[kParts] = {};
+  std::int64_t head_stride[kParts] = {};
 };
 constexpr int kBulkStages = 3;
 constexpr std::size_t bulk_shared_bytes(const BulkPlan& b) {
