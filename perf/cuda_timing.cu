@@ -522,18 +522,20 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
   const ropekv::Arguments a = case_arguments(dp, 0, c, stream);
   const ropekv::Arguments a1 = case_arguments(dp, dp.sets > 1 ? 1 : 0, c, stream);
   const ropekv::Arguments* moving[2] = {&a, &a1};
-  gpu::PreparedLaunch l;
-  detail::LaunchParams p;
+  gpu::PreparedLaunch l, l1;
+  detail::LaunchParams p, p1;
   ropekv::PreparedCall prepared(ropekv::Backend::kCuda), prepared_moving(ropekv::Backend::kCuda);
   std::unique_ptr<detail::StepPlan, void (*)(detail::StepPlan*)> plan(detail::new_step_plan(),
                                                                       &detail::delete_step_plan);
-  if (!detail::lower(a, &p).ok() || !gpu::prepare_launch(p, &l).ok() || !prepared.prepare(a).ok() ||
-      !prepared_moving.prepare(a).ok() || plan == nullptr) {
+  if (!detail::lower(a, &p).ok() || !gpu::prepare_launch(p, &l).ok() ||
+      !detail::lower(a1, &p1).ok() || !gpu::prepare_launch(p1, &l1).ok() ||
+      !prepared.prepare(a).ok() || !prepared_moving.prepare(a).ok() || plan == nullptr) {
     *error = "lowering or preparing the launch failed";
     return false;
   }
   detail::fill_step_plan(plan.get(), a);
   const detail::BackendOps* gpu_ops = detail::find_backend(ropekv::Backend::kCuda);
+  const gpu::PreparedLaunch* bare_moving[2] = {&l, &l1};
   out->path = gpu::to_string(l.path);
   enum Variant {
     kBare,
@@ -545,6 +547,7 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
     kStateLaunch,
     kPrepared,
     kPreparedMoving,
+    kBareMoving,  // the bare launches a moving prepared call makes: the two sets in turn
     kSpin,        // the control's CPU work alone: about as long as a repeated step's check
     kSpinLaunch,  // that work, then the bare launch: a launch spaced as in kStepLower
     kVariants
@@ -583,6 +586,7 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
           case kPreparedMoving:
             ok = prepared_moving.run(*moving[i & 1]).ok() && prepared_moving.last_run_was_step();
             break;
+          case kBareMoving: ok = gpu::launch_prepared(*bare_moving[i & 1]) == cudaSuccess; break;
           case kSpin: spin(); break;
           case kSpinLaunch:
             spin();
@@ -629,6 +633,8 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
         {"prepared_us", median(us[kPrepared])},
         {"prepared_over_launch_us", step(kPrepared, kBare)},
         {"prepared_moving_over_launch_us", step(kPreparedMoving, kBare)},
+        {"moving_launch_over_launch_us", step(kBareMoving, kBare)},
+        {"prepared_moving_over_moving_launch_us", step(kPreparedMoving, kBareMoving)},
         {"moving_sets", dp.sets > 1 ? 2.0 : 1.0},
         {"spin_us", median(us[kSpin])},
         {"spaced_launch_over_launch_us", step(kSpinLaunch, kBare) - median(us[kSpin])}};
@@ -816,6 +822,8 @@ bool set_cuda_tuning(const std::string& spec) {
       t.decode = value;
     else if (key == "pdl_trigger")
       t.pdl_trigger = value;
+    else if (key == "rows")
+      t.rows = value;
     else if (key == "bulk")
       t.bulk = value;
     else

@@ -8,7 +8,8 @@ Usage: python3 perf/decode_tables.py results/perf.json
    the op, no arithmetic), a copy of the op's bytes (slot mapping's) and the fused op, rotated and hot, without PDL, with
    PDL and with PDL + early indices; ratio to the floor.
 2. PDL on / off at every token count (slot mapping, rotated buffers).
-3. CPU time per call: run() against a bare launch of the same kernel.
+3. CPU time per call: run() against a bare launch of the same kernel, and the
+   prepared call's counters (repeated, moving, against the moving bare launch).
 """
 import json
 import sys
@@ -83,15 +84,19 @@ def pdl_table(rows):
 
 
 def cpu_table(rows):
-    print("| shape | nnz | run() CPU µs | bare launch CPU µs | run() - launch µs |")
-    print("|---|---|---|---|---|")
+    keys = ["prepared_over_launch_us", "prepared_moving_over_launch_us",
+            "moving_launch_over_launch_us", "prepared_moving_over_moving_launch_us"]
+    print("| shape | nnz | run() CPU µs | bare launch CPU µs | run() - launch µs | "
+          "prepared, repeated | prepared, moving | moving launch | prepared moving - moving launch |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, b in rows.items():
         parts = name.split("/")
         if len(parts) != 3 or parts[0] != "cuda-cpu-run":
             continue
         bare = us(rows, f"cuda-cpu-launch/{parts[1]}/{parts[2]}")
+        extra = " | ".join(fmt(b.get(k)) for k in keys)
         print(f"| {parts[1]} | {parts[2].split(':')[1]} | {fmt(b['us_per_call'])} | {fmt(bare)} | "
-              f"{fmt(b['us_per_call'] - bare if bare else None)} |")
+              f"{fmt(b['us_per_call'] - bare if bare else None)} | {extra} |")
 
 
 def main(argv):

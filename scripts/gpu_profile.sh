@@ -2,7 +2,9 @@
 # Runs on the GPU machine, over a build made by scripts/gpu_build.sh: the
 # SASS of the decode kernel and an Nsight Compute profile of the decode
 # kernel and the floor kernel (gpt-oss-120b TP8, one token, hot, slot mapping
-# and page table). Clocks are left alone (--clock-control none).
+# and page table), the SASS of the vector and staged kernels and a profile of
+# one large launch (llama-3.1-8b, 8192 tokens). Clocks are left alone
+# (--clock-control none).
 # Usage: bash scripts/gpu_profile.sh OUTDIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,8 +26,24 @@ for row in cuda-floor-hot cuda-datafloor-hot cuda-hot cuda-floor-hot-pt cuda-hot
     grep -vE '^\s*$' >>"$out/ncu.txt"
   grep -E 'Duration|Elapsed Cycles|Executed Instructions |Registers Per|Grid Size|Block Size|Warp Cycles Per Issued|No Eligible' "$out/ncu.txt" | tail -9
 done
-# Per-instruction stall samples of the decode kernel (slot mapping, hot, one token).
-ncu --clock-control none --kernel-name-base function -k regex:fused_decode -c 1 \
+# Vector and staged kernels <bf16, e4m3fn, fp32, 128, 0, 128> (llama-3.1-8b).
+cuobjdump --dump-sass "$B/libropekv.a" 2>/dev/null |
+  awk '/Function : .*fused_vec_(staged_)?kernel.*DTypeE3E.*Li128ELi0ELi128E/ {on=1; print; next} /Function : / {on=0} on' \
+  >"$out/sass_vec.txt"
+echo "vector + staged kernel SASS: $(grep -c '^ */\*[0-9a-f]*\*/' "$out/sass_vec.txt") instructions"
+# Per-instruction stall samples: the decode kernel (slot mapping, hot, one
+# token; 10 launches, summed later by scripts/ncu_source_sum.py) and the
+# staged kernel at 8192 tokens (one launch).
+ncu --clock-control none --kernel-name-base function -k regex:fused_decode -s 20 -c 10 \
   --section WarpStateStats --section SourceCounters --page source --print-source sass --csv \
   "$B/perf/ropekv_perf" --benchmark_filter="^cuda-hot/gpt-oss-120b-tp8/nnz:1/" >"$out/ncu_source.csv" 2>&1
-echo "per-instruction profile: $(wc -l <"$out/ncu_source.csv") lines"
+echo "per-instruction profile, decode: $(wc -l <"$out/ncu_source.csv") lines"
+ncu --clock-control none --kernel-name-base function -k regex:fused_vec -s 5 -c 1 \
+  --section WarpStateStats --section SourceCounters --page source --print-source sass --csv \
+  "$B/perf/ropekv_perf" --benchmark_filter="^cuda/llama-3.1-8b/nnz:8192/" >"$out/ncu_source_large.csv" 2>&1
+echo "per-instruction profile, large: $(wc -l <"$out/ncu_source_large.csv") lines"
+ncu --clock-control none --kernel-name-base function -k regex:fused_vec -s 5 -c 1 \
+  --section SpeedOfLight --section InstructionStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+  --section SchedulerStats --section LaunchStats --section Occupancy --print-details all \
+  "$B/perf/ropekv_perf" --benchmark_filter="^cuda/llama-3.1-8b/nnz:8192/" >"$out/ncu_large.txt" 2>&1
+grep -E 'Duration|DRAM Throughput|Executed Instructions |Issue Slots Busy|Registers Per|Warp Cycles Per Issued|Achieved Occupancy' "$out/ncu_large.txt" | head -12
