@@ -40,7 +40,7 @@ namespace {
 constexpr int kMaxDevices = 64;
 constexpr std::size_t kDefaultShared = 48 * 1024;  // dynamic shared memory without opt-in
 
-std::atomic<int> g_tune_decode{0}, g_tune_trigger{0}, g_tune_bulk{0};
+std::atomic<int> g_tune_decode{0}, g_tune_trigger{0}, g_tune_bulk{0}, g_tune_rows{0};
 
 // Multiprocessor count of `dev`, read from the device once.
 int sm_count(int dev) {
@@ -196,6 +196,32 @@ VecGeometry geometry(const LaunchParams& p, int sms, bool* staged) {
   return g;
 }
 
+// The rows kernel's team (fused_vec_rows_kernel): the largest power of two
+// from the largest units-a-row of the parts up to 64 (so a multiple of each:
+// the specialised shapes' are powers of two, and a lane keeps its unit within
+// a row in every part) whose rounds over each part leave at most 1/16 of the
+// lanes idle, else the one that leaves the fewest idle.
+std::uint32_t rows_team(const VecGeometry& g, std::uint32_t hq, std::uint32_t hk) {
+  const std::uint32_t units[kParts] = {hq * g.rot_sub, hk * g.rot_sub, hq * g.nope_sub,
+                                       hk * g.nope_sub, hk * g.v_sub};
+  const std::uint32_t subs[kParts] = {g.rot_sub, g.rot_sub, g.nope_sub, g.nope_sub, g.v_sub};
+  std::uint32_t lo = 1;
+  for (int i = 0; i < kParts; ++i)
+    if (units[i] > 0 && subs[i] > lo) lo = subs[i];
+  std::uint32_t best = lo, best_idle = ~0u;
+  for (std::uint32_t t = 64; t >= lo; t /= 2) {
+    std::uint32_t slots = 0;
+    for (int i = 0; i < kParts; ++i) slots += (units[i] + t - 1) / t * t;
+    const std::uint32_t idle = slots - g.units;
+    if (16 * idle <= slots) return t;
+    if (idle < best_idle) {
+      best = t;
+      best_idle = idle;
+    }
+  }
+  return best;
+}
+
 // The decode kernel's index form for p (see cuda/kernels/): one of the two
 // common forms where p is one, else kIndexAny.
 int decode_form(const LaunchParams& p) {
@@ -209,12 +235,17 @@ int decode_form(const LaunchParams& p) {
 
 // The kernels of the vector paths for a (dtypes, shape); the decode kernels
 // of the specialised shapes also come in the fixed index forms.
-enum class VecFamily { kDirect, kStaged, kBulk, kDecode };
+enum class VecFamily { kDirect, kStaged, kBulk, kRows, kDecode };
 // *by_part: the decode kernel takes the by-part layout (kDecodeByPart).
 template <VecFamily F, DType In, DType Out, DType Cos, int kR, int kN, int kDv>
 const void* vec_kernel(const LaunchParams& p, bool* by_part) {
   if constexpr (F == VecFamily::kStaged)
     return reinterpret_cast<const void*>(&fused_vec_staged_kernel<In, Out, Cos, kR, kN, kDv>);
+  if constexpr (F == VecFamily::kRows) {
+    if constexpr (kR > 0)
+      return reinterpret_cast<const void*>(&fused_vec_rows_kernel<In, Out, Cos, kR, kN, kDv>);
+    return nullptr;
+  }
   if constexpr (F == VecFamily::kBulk) {
     if constexpr (kBulkCopy)
       return reinterpret_cast<const void*>(&fused_vec_bulk_kernel<In, Out, Cos, kR, kN, kDv>);
@@ -514,6 +545,7 @@ const char* to_string(Path path) noexcept {
     case Path::kVector: return "vector";
     case Path::kStaged: return "staged";
     case Path::kBulk: return "bulk";
+    case Path::kRows: return "rows";
     case Path::kGeneric: return "generic";
   }
   return "unknown";
@@ -523,12 +555,14 @@ void set_tuning(const Tuning& t) noexcept {
   g_tune_decode.store(t.decode, std::memory_order_relaxed);
   g_tune_trigger.store(t.pdl_trigger, std::memory_order_relaxed);
   g_tune_bulk.store(t.bulk, std::memory_order_relaxed);
+  g_tune_rows.store(t.rows, std::memory_order_relaxed);
 }
 Tuning tuning() noexcept {
   Tuning t;
   t.decode = g_tune_decode.load(std::memory_order_relaxed);
   t.pdl_trigger = g_tune_trigger.load(std::memory_order_relaxed);
   t.bulk = g_tune_bulk.load(std::memory_order_relaxed);
+  t.rows = g_tune_rows.load(std::memory_order_relaxed);
   return t;
 }
 
@@ -588,6 +622,21 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   // staged kernel where the vendor has asynchronous copies (and it fits).
   // Under PDL their blocks let the next kernel launch when they exit.
   g.early_trigger = tune.pdl_trigger > 0 ? 1u : 0u;
+  if (tune.rows > 0) {
+    const void* kernel = pick_vec<VecFamily::kRows>(p);
+    const int rows_per_sm = kernel != nullptr ? resident_per_sm(kernel, kVecBlock, 0, dev) : 0;
+    if (rows_per_sm > 0) {
+      g.team = rows_team(g, std::uint32_t(p.num_q_heads), std::uint32_t(p.num_kv_heads));
+      g.teams = kVecBlock / g.team;
+      l.path = Path::kRows;
+      l.kernel = kernel;
+      l.grid = dim3(
+          grid_for((std::uint64_t(p.nnz) + g.teams - 1) / g.teams, 1, sms, unsigned(rows_per_sm)));
+      l.block = dim3(g.team * g.teams);
+      l.geometry = g;
+      return;
+    }
+  }
   if constexpr (kBulkCopy) {
     BulkPlan b;
     const std::uint32_t slot_max = tune.bulk > 1 ? std::uint32_t(tune.bulk) * 1024 : kBulkSlotMax;
@@ -639,9 +688,9 @@ struct DecisionKey {
   std::int64_t nnz, num_q_heads, num_kv_heads, rotary_dim, nope_dim, v_dim;
   std::int32_t dev, tune_decode, tune_trigger, page_shift;
   std::int32_t in, q_out, cache, cos, addressing;
-  std::uint32_t flags;  // vector-eligible, checked, the index arrays' widths, tuning bulk
+  std::uint32_t flags;  // vector-eligible, checked, the index arrays' widths, tuning bulk, rows
 };
-constexpr std::uint32_t kKeyBulk = 256;
+constexpr std::uint32_t kKeyBulk = 256, kKeyRows = 512;
 static_assert(std::has_unique_object_representations_v<DecisionKey>,
               "DecisionKey must have no padding (compared with memcmp)");
 
@@ -666,7 +715,7 @@ DecisionKey decision_key(const LaunchParams& p, int dev, const Tuning& tune) {
             (p.slot_mapping.i64 ? 4u : 0u) | (p.positions.i64 ? 8u : 0u) |
             (p.batch_indices.i64 ? 16u : 0u) | (p.kv_positions.i64 ? 32u : 0u) |
             (p.kv_indptr.i64 ? 64u : 0u) | (p.kv_indices.i64 ? 128u : 0u) |
-            (tune.bulk > 0 ? kKeyBulk : 0u);
+            (tune.bulk > 0 ? kKeyBulk : 0u) | (tune.rows > 0 ? kKeyRows : 0u);
   return k;
 }
 
@@ -707,7 +756,8 @@ const PreparedLaunch* prepare_in_thread(const LaunchParams& p) noexcept {
   thread_local Last last;
   const DecisionKey key = decision_key(p, dev, tuning());
   PreparedLaunch& l = last.launch;
-  const Tuning tune{key.tune_decode, key.tune_trigger, (key.flags & kKeyBulk) != 0 ? 1 : 0};
+  const Tuning tune{key.tune_decode, key.tune_trigger, (key.flags & kKeyBulk) != 0 ? 1 : 0,
+                    (key.flags & kKeyRows) != 0 ? 1 : 0};
   if (!last.valid || std::memcmp(&key, &last.key, sizeof key) != 0) {
     decide(p, dev, tune, l);
     last.key = key;
@@ -743,7 +793,7 @@ const PreparedLaunch* prepare_in_state(const LaunchParams& p, LaunchState& state
   PreparedLaunch& l = s.launch;
   bool decided = state.valid && s.nnz == p.nnz && s.dev == dev && s.tune.decode == tune.decode &&
                  s.tune.pdl_trigger == tune.pdl_trigger && s.tune.bulk == tune.bulk &&
-                 s.eligible == eligible;
+                 s.tune.rows == tune.rows && s.eligible == eligible;
   if (decided && l.path == Path::kBulk && !bulk_holds(p, l.bulk)) decided = false;
   if (!decided) {
     decide(p, dev, tune, l);

@@ -13,14 +13,23 @@
 #include "detail/lower.hpp"
 #include "ropekv/ropekv.hpp"
 
-// For tests/test_cuda_runtime.cpp (no CUDA headers there): the bulk kernel's
-// measurement override on or off, and the path the launcher takes for a call.
+// For tests/test_cuda_runtime.cpp (no CUDA headers there): the bulk and rows
+// kernels' measurement overrides on or off, and the path the launcher takes
+// for a call.
 namespace ropekv_test {
 void set_bulk_tuning(bool on) {
   ropekv::detail::gpu::Tuning t;
   if (on) {
     t.decode = -1;  // every launch on a vector path, so the bulk kernel wherever it can
     t.bulk = 1;
+  }
+  ropekv::detail::gpu::set_tuning(t);
+}
+void set_rows_tuning(bool on) {
+  ropekv::detail::gpu::Tuning t;
+  if (on) {
+    t.decode = -1;  // every launch on a vector path, so the rows kernel wherever it can
+    t.rows = 1;
   }
   ropekv::detail::gpu::set_tuning(t);
 }

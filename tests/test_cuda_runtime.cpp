@@ -19,6 +19,7 @@
 
 namespace ropekv_test {  // tests/test_cuda_launcher.cu
 void set_bulk_tuning(bool on);
+void set_rows_tuning(bool on);
 std::string launch_path(const ropekv::Arguments& a);
 }  // namespace ropekv_test
 
@@ -345,6 +346,36 @@ TEST(CudaRuntime, BulkKernelMatchesHost) {
     expect_identical(dp.download(nullptr), host_reference(pb), "bulk kernel");
   }
   ropekv_test::set_bulk_tuning(false);
+}
+
+// The row-loop vector kernel (a measurement override for now: every vector
+// launch of a specialised shape): the three GQA shapes, one token to many
+// (teams of 8 to 64 lanes), padding, host and device scales.
+TEST(CudaRuntime, RowsKernelMatchesHost) {
+  SKIP_WITHOUT_CUDA();
+  struct Shape {
+    std::int64_t nnz, hq, hk, d, r;
+    double pad;
+  };
+  const Shape shapes[] = {
+      {1, 8, 1, 64, 64, 0.0},       {7, 32, 8, 128, 128, 0.3},   {300, 64, 8, 64, 64, 0.1},
+      {5000, 32, 8, 128, 128, 0.2}, {3000, 32, 8, 128, 64, 0.1}, {9, 8, 1, 128, 64, 0.0},
+      {1500, 8, 1, 128, 128, 0.5},  {4000, 8, 1, 64, 64, 0.0},   {333, 12, 4, 64, 64, 0.2}};
+  unsigned seed = 131;
+  ropekv_test::set_rows_tuning(true);
+  for (const Shape& sh : shapes) {
+    Problem pb(sh.nnz, sh.hq, sh.hk, sh.d, sh.r, 0, seed++);
+    pb.pages = (sh.nnz + pb.ps - 1) / pb.ps + 3;
+    pb.reindex(seed++, sh.pad);
+    DeviceProblem dp(pb);
+    const bool device_scales = (seed & 2) != 0;
+    const Arguments a = make_args(pb, dp.b, device_scales);
+    EXPECT_EQ(ropekv_test::launch_path(a), "rows") << "nnz " << sh.nnz << " D " << sh.d;
+    const Result r = run(a, Backend::kCuda);
+    ASSERT_TRUE(r.ok()) << r.message;
+    expect_identical(dp.download(nullptr), host_reference(pb), "rows kernel");
+  }
+  ropekv_test::set_rows_tuning(false);
 }
 
 // The launcher asks the runtime once per (kernel, block size, device) how

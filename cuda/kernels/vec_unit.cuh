@@ -119,6 +119,16 @@ template <DType Out>
 __device__ __forceinline__ uint2 encode8(const float (&v)[8], ScaleDivisor scale) {
   return needs_ieee(scale) ? encode8_with<Out, true>(v, scale) : encode8_with<Out, false>(v, scale);
 }
+// kIeee < 0: encode8 (the form tested here); 0 or 1: the form the caller
+// tested once for every divisor it uses.
+template <DType Out, int kIeee>
+__device__ __forceinline__ uint2 encode8_as(const float (&v)[8], ScaleDivisor scale) {
+  if constexpr (kIeee < 0) {
+    return encode8<Out>(v, scale);
+  } else {
+    return encode8_with<Out, kIeee == 1>(v, scale);
+  }
+}
 
 // Compile-time unit counts of a specialisation (kR > 0), or the launch's own.
 template <int kR, int kN, int kDv>
@@ -277,8 +287,8 @@ __device__ __forceinline__ void load_unit_cos(RopeStyle style, std::uint32_t rot
 
 // The output codes of one unit with input vectors va, vb: rotated (rotary
 // units, with the lane's cos/sin) and quantized; lo holds the unit's first
-// 8 elements, hi its 8 elements half a row part further.
-template <DType In, DType Out>
+// 8 elements, hi its 8 elements half a row part further (kIeee: encode8_as).
+template <DType In, DType Out, int kIeee = -1>
 __device__ __forceinline__ void encode_unit(RopeStyle style, bool rotary, ScaleDivisor scale,
                                             const uint4& va, const uint4& vb, const float (&cv)[8],
                                             const float (&sv)[8], uint2& lo, uint2& hi) {
@@ -319,8 +329,8 @@ __device__ __forceinline__ void encode_unit(RopeStyle style, bool rotary, ScaleD
       b[e] = yb[e];
     }
   }
-  lo = encode8<Out>(a, scale);
-  hi = encode8<Out>(b, scale);
+  lo = encode8_as<Out, kIeee>(a, scale);
+  hi = encode8_as<Out, kIeee>(b, scale);
 #endif
 }
 

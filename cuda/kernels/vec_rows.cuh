@@ -1,0 +1,173 @@
+// The row-loop vector kernel (fused_vec_rows_kernel): the vector path for
+// the specialised shapes with each row part walked by a loop of its own, so
+// that a unit costs its loads, math and stores plus two pointer increments
+// (the other vector kernels find each unit's part, head and addresses anew).
+#pragma once
+
+#include "cuda/kernels/vec_unit.cuh"
+
+namespace ropekv {
+namespace detail {
+namespace gpu {
+
+// Blocks per multiprocessor the kernel is compiled for (3: as the vector
+// kernel's, a cap of 80 registers); the macro exists for measurements.
+#ifndef ROPEKV_ROWS_MIN_BLOCKS
+#define ROPEKV_ROWS_MIN_BLOCKS 3
+#endif
+constexpr int kRowsMinBlocks = ROPEKV_ROWS_MIN_BLOCKS;
+
+// A lane's walk over one row part of a token: heads h0, h0 + step, ...
+// below the part's head count (h0 = lane / kSubs, step = team / kSubs), its
+// unit lane % kSubs of each row (kSubs units a row: the unit's two input
+// vectors 16 * kSubs bytes apart, its two output rows 8 * kSubs).
+template <int kSubs>
+struct RowWalk {
+  const char* src;
+  char* dst;
+  std::int64_t src_step, dst_step;  // bytes, per step heads
+  std::int32_t left;                // units left (<= 0: done)
+  __device__ __forceinline__ RowWalk(const HeadTensor& in, std::int64_t t, char* out_head0,
+                                     std::int64_t out_head_stride, std::uint32_t heads,
+                                     std::uint32_t lane, std::uint32_t team) {
+    const std::uint32_t h = lane / kSubs, step = team / kSubs;
+    left = h < heads ? std::int32_t((heads - h + step - 1) / step) : 0;
+    src = in.row(t, h, 2) + 16 * (lane % kSubs);
+    dst = out_head0 + std::int64_t(h) * out_head_stride + 8 * (lane % kSubs);
+    src_step = std::int64_t(step) * in.head_stride * 2;
+    dst_step = std::int64_t(step) * out_head_stride;
+  }
+  __device__ __forceinline__ bool live(std::int32_t k = 0) const { return k < left; }
+  __device__ __forceinline__ void load(std::int32_t k, uint4& a, uint4& b) const {
+    const uint4* x = reinterpret_cast<const uint4*>(src + k * src_step);
+    a = load_readonly(x);
+    b = load_readonly(x + kSubs);
+  }
+  __device__ __forceinline__ void store(std::int32_t k, const uint2& lo, const uint2& hi) const {
+    char* o = dst + k * dst_step;
+    store_streaming(reinterpret_cast<uint2*>(o), lo);
+    store_streaming(reinterpret_cast<uint2*>(o + 8 * kSubs), hi);
+  }
+  __device__ __forceinline__ void advance(std::int32_t k) {
+    left -= k;
+    src += k * src_step;
+    dst += k * dst_step;
+  }
+};
+
+// Walks A (kUa units a round) and B (kUb; kUb = 0: no B) together: each
+// round issues the loads of both walks' next units, then encodes and stores
+// them, so that the units of both parts are in flight at once.
+template <DType In, DType Out, int kIeee, bool kRotA, bool kRotB, int kUa, int kUb, class WA,
+          class WB>
+__device__ __forceinline__ void walk_rows(WA& a, WB& b, RopeStyle style, ScaleDivisor da,
+                                          ScaleDivisor db, const float (&cv)[8],
+                                          const float (&sv)[8]) {
+  while (a.live() || (kUb > 0 && b.live())) {
+    uint4 xa[kUa][2], xb[kUb > 0 ? kUb : 1][2];
+#pragma unroll
+    for (int k = 0; k < kUa; ++k)
+      if (a.live(k)) a.load(k, xa[k][0], xa[k][1]);
+#pragma unroll
+    for (int k = 0; k < kUb; ++k)
+      if (b.live(k)) b.load(k, xb[k][0], xb[k][1]);
+#pragma unroll
+    for (int k = 0; k < kUa; ++k)
+      if (a.live(k)) {
+        uint2 lo, hi;
+        encode_unit<In, Out, kIeee>(style, kRotA, da, xa[k][0], xa[k][1], cv, sv, lo, hi);
+        a.store(k, lo, hi);
+      }
+#pragma unroll
+    for (int k = 0; k < kUb; ++k)
+      if (b.live(k)) {
+        uint2 lo, hi;
+        encode_unit<In, Out, kIeee>(style, kRotB, db, xb[k][0], xb[k][1], cv, sv, lo, hi);
+        b.store(k, lo, hi);
+      }
+    a.advance(kUa);
+    if constexpr (kUb > 0) b.advance(kUb);
+  }
+}
+
+// One planned token's units for a lane: the rotary parts first (key rope
+// with the values beside it, then query rope two units a round), so that the
+// cos/sin values are dead before the non-rotary parts.
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kIeee>
+__device__ __forceinline__ void rows_token(const LaunchParams& p, const Divisors& d,
+                                           std::int64_t t, const TokenPlan& plan,
+                                           std::uint32_t lane, std::uint32_t team) {
+  constexpr int kRs = kR / kItem, kNs = kN / kItem, kVs = kDv / kItem;
+  const std::uint32_t hq = std::uint32_t(p.num_q_heads), hk = std::uint32_t(p.num_kv_heads);
+  float cv[8], sv[8];
+  load_unit_cos<Cos>(p.style, kR / 2, p.cos_sin + plan.pos * p.cos_row_stride * p.cos.bytes,
+                     lane % kRs, cv, sv);
+  {
+    RowWalk<kRs> kr(p.k_rope, t, p.k_cache_rope.row(plan.page, plan.entry, 0, 1),
+                    p.k_cache_rope.stride[2], hk, lane, team);
+    if constexpr (kDv > 0) {
+      RowWalk<kVs> v(p.v, t, p.v_cache.row(plan.page, plan.entry, 0, 1), p.v_cache.stride[2],
+                     hk, lane, team);
+      walk_rows<In, Out, kIeee, true, false, 1, 1>(kr, v, p.style, d.k, d.v, cv, sv);
+    } else {
+      walk_rows<In, Out, kIeee, true, false, 1, 0>(kr, kr, p.style, d.k, d.k, cv, sv);
+    }
+  }
+  {
+    RowWalk<kRs> qr(p.q_rope, t, p.q_rope_out.row(t, 0, 1), p.q_rope_out.head_stride, hq, lane,
+                    team);
+    walk_rows<In, Out, kIeee, true, false, 2, 0>(qr, qr, p.style, d.q, d.q, cv, sv);
+  }
+  if constexpr (kN > 0) {
+    RowWalk<kNs> kn(p.k_nope, t, p.k_cache_nope.row(plan.page, plan.entry, 0, 1),
+                    p.k_cache_nope.stride[2], hk, lane, team);
+    RowWalk<kNs> qn(p.q_nope, t, p.q_nope_out.row(t, 0, 1), p.q_nope_out.head_stride, hq, lane,
+                    team);
+    walk_rows<In, Out, kIeee, false, false, 2, 1>(qn, kn, p.style, d.q, d.k, cv, sv);
+  }
+}
+
+// Teams of g.team threads (rows_team), one token per team at a time
+// (grid-stride over tokens); the next token's index entries are loaded while
+// the current token's units are in flight.
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kIeee>
+__device__ __forceinline__ void rows_tokens(const LaunchParams& p, const VecGeometry& g,
+                                            const Divisors& d) {
+  const std::uint32_t lane = threadIdx.x % g.team;
+  const std::int64_t team_stride = std::int64_t(gridDim.x) * g.teams;
+  std::int64_t t = std::int64_t(blockIdx.x) * g.teams + threadIdx.x / g.team;
+  if (t >= p.nnz) return;
+  TokenIndices ix = load_token_indices(p, t);
+  while (true) {
+    const TokenPlan plan = finish_plan(p, ix);
+    const std::int64_t next = t + team_stride;
+    const bool more = next < p.nnz;
+    if (more) ix = load_token_indices(p, next);
+    if (plan.write) {
+      rows_token<In, Out, Cos, kR, kN, kDv, kIeee>(p, d, t, plan, lane, g.team);
+    } else if (plan.bad && lane == 0 && p.skipped_tokens != nullptr) {
+      atomicAdd(p.skipped_tokens, 1ull);
+    }
+    if (!more) break;
+    t = next;
+  }
+}
+
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv>
+__global__ void __launch_bounds__(kVecBlock, kRowsMinBlocks)
+    fused_vec_rows_kernel(const LaunchParams p, const VecGeometry g) {
+  static_assert(kR > 0 && kR % kItem == 0 && kN % kItem == 0 && kDv % kItem == 0,
+                "the rows kernel takes the specialised shapes");
+  dependency_wait();
+  if (g.early_trigger) dependents_launch();
+  const Divisors d = load_divisors(p);
+  // The scale step's form, once for the launch (see encode8).
+  if (needs_ieee(d.q) || needs_ieee(d.k) || needs_ieee(d.v))
+    rows_tokens<In, Out, Cos, kR, kN, kDv, 1>(p, g, d);
+  else
+    rows_tokens<In, Out, Cos, kR, kN, kDv, 0>(p, g, d);
+}
+
+}  // namespace gpu
+}  // namespace detail
+}  // namespace ropekv
