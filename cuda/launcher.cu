@@ -1,4 +1,5 @@
-// The GPU backend's launcher: picks the decode, vector or generic path,
+// The GPU backend's launcher: picks the decode, vector (direct, staged,
+// rows) or generic path,
 // sizes the grid from the device's multiprocessor count (read once per
 // device), launches on the caller's stream and reports launch errors.
 // One source for CUDA and HIP (hip/ compiles this file as HIP).
@@ -242,7 +243,7 @@ const void* vec_kernel(const LaunchParams& p, bool* by_part) {
   if constexpr (F == VecFamily::kStaged)
     return reinterpret_cast<const void*>(&fused_vec_staged_kernel<In, Out, Cos, kR, kN, kDv>);
   if constexpr (F == VecFamily::kRows) {
-    if constexpr (kR > 0)
+    if constexpr (kRowsKernel && kR > 0)
       return reinterpret_cast<const void*>(&fused_vec_rows_kernel<In, Out, Cos, kR, kN, kDv>);
     return nullptr;
   }
@@ -622,21 +623,6 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   // staged kernel where the vendor has asynchronous copies (and it fits).
   // Under PDL their blocks let the next kernel launch when they exit.
   g.early_trigger = tune.pdl_trigger > 0 ? 1u : 0u;
-  if (tune.rows > 0) {
-    const void* kernel = pick_vec<VecFamily::kRows>(p);
-    const int rows_per_sm = kernel != nullptr ? resident_per_sm(kernel, kVecBlock, 0, dev) : 0;
-    if (rows_per_sm > 0) {
-      g.team = rows_team(g, std::uint32_t(p.num_q_heads), std::uint32_t(p.num_kv_heads));
-      g.teams = kVecBlock / g.team;
-      l.path = Path::kRows;
-      l.kernel = kernel;
-      l.grid = dim3(
-          grid_for((std::uint64_t(p.nnz) + g.teams - 1) / g.teams, 1, sms, unsigned(rows_per_sm)));
-      l.block = dim3(g.team * g.teams);
-      l.geometry = g;
-      return;
-    }
-  }
   if constexpr (kBulkCopy) {
     BulkPlan b;
     const std::uint32_t slot_max = tune.bulk > 1 ? std::uint32_t(tune.bulk) * 1024 : kBulkSlotMax;
@@ -657,6 +643,24 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
         l.geometry = g;
         return;
       }
+    }
+  }
+  // Launches beyond one wave of a specialised shape: the rows kernel, where
+  // the vendor layer builds it (faster than the staged kernel there but for
+  // llama-3.1-8b at 8192 tokens, 1-2% slower; perf/RESULTS.md).
+  if (tune.rows > 0 || (tune.rows == 0 && staged)) {
+    const void* kernel = pick_vec<VecFamily::kRows>(p);
+    const int rows_per_sm = kernel != nullptr ? resident_per_sm(kernel, kVecBlock, 0, dev) : 0;
+    if (rows_per_sm > 0) {
+      g.team = rows_team(g, std::uint32_t(p.num_q_heads), std::uint32_t(p.num_kv_heads));
+      g.teams = kVecBlock / g.team;
+      l.path = Path::kRows;
+      l.kernel = kernel;
+      l.grid = dim3(
+          grid_for((std::uint64_t(p.nnz) + g.teams - 1) / g.teams, 1, sms, unsigned(rows_per_sm)));
+      l.block = dim3(g.team * g.teams);
+      l.geometry = g;
+      return;
     }
   }
   const unsigned block = g.team * g.teams;
@@ -690,7 +694,7 @@ struct DecisionKey {
   std::int32_t in, q_out, cache, cos, addressing;
   std::uint32_t flags;  // vector-eligible, checked, the index arrays' widths, tuning bulk, rows
 };
-constexpr std::uint32_t kKeyBulk = 256, kKeyRows = 512;
+constexpr std::uint32_t kKeyBulk = 256, kKeyRows = 512, kKeyNoRows = 1024;
 static_assert(std::has_unique_object_representations_v<DecisionKey>,
               "DecisionKey must have no padding (compared with memcmp)");
 
@@ -715,7 +719,8 @@ DecisionKey decision_key(const LaunchParams& p, int dev, const Tuning& tune) {
             (p.slot_mapping.i64 ? 4u : 0u) | (p.positions.i64 ? 8u : 0u) |
             (p.batch_indices.i64 ? 16u : 0u) | (p.kv_positions.i64 ? 32u : 0u) |
             (p.kv_indptr.i64 ? 64u : 0u) | (p.kv_indices.i64 ? 128u : 0u) |
-            (tune.bulk > 0 ? kKeyBulk : 0u) | (tune.rows > 0 ? kKeyRows : 0u);
+            (tune.bulk > 0 ? kKeyBulk : 0u) | (tune.rows > 0 ? kKeyRows : 0u) |
+            (tune.rows < 0 ? kKeyNoRows : 0u);
   return k;
 }
 
@@ -757,7 +762,7 @@ const PreparedLaunch* prepare_in_thread(const LaunchParams& p) noexcept {
   const DecisionKey key = decision_key(p, dev, tuning());
   PreparedLaunch& l = last.launch;
   const Tuning tune{key.tune_decode, key.tune_trigger, (key.flags & kKeyBulk) != 0 ? 1 : 0,
-                    (key.flags & kKeyRows) != 0 ? 1 : 0};
+                    (key.flags & kKeyRows) != 0 ? 1 : ((key.flags & kKeyNoRows) != 0 ? -1 : 0)};
   if (!last.valid || std::memcmp(&key, &last.key, sizeof key) != 0) {
     decide(p, dev, tune, l);
     last.key = key;

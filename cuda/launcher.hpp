@@ -23,7 +23,7 @@ enum class Path : int {
   kVector,   // fused_vec_kernel: teams loop over tokens
   kStaged,   // fused_vec_staged_kernel: the same with asynchronous copies
   kBulk,     // fused_vec_bulk_kernel: the same with bulk copies of whole token rows
-  kRows,     // fused_vec_rows_kernel: the same with a loop per row part (specialised shapes)
+  kRows,     // fused_vec_rows_kernel: a loop per row part (specialised shapes, beyond a wave)
   kGeneric,  // fused_generic_kernel: any valid shape and alignment
 };
 const char* to_string(Path path) noexcept;
@@ -63,7 +63,8 @@ struct Tuning {
   // 1: the bulk kernel for every vector-path launch it takes (a measurement);
   // N > 1: the same with ring slots of N KiB (one token's rows at least).
   int bulk = 0;
-  // 1: the rows kernel for every vector-path launch of a specialised shape.
+  // 1: the rows kernel for every vector-path launch of a specialised shape;
+  // -1: never (the staged kernel beyond one wave).
   int rows = 0;
 };
 void set_tuning(const Tuning& t) noexcept;

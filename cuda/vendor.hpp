@@ -125,6 +125,8 @@ __device__ __forceinline__ void async_wait() {
 // picks the bulk kernel only then, and only for kernels built for sm_90+:
 // bulk_copy_built).
 constexpr bool kBulkCopy = true;
+// The row-loop vector kernel (cuda/kernels/vec_rows.cuh) is built here.
+constexpr bool kRowsKernel = true;
 inline bool bulk_copy_built(const void* kernel) {
   cudaFuncAttributes a = {};
   if (cudaFuncGetAttributes(&a, kernel) != cudaSuccess) {

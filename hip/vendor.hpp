@@ -79,6 +79,9 @@ __device__ __forceinline__ void async_wait() {}
 // No bulk copies either (the launcher never picks the bulk kernel); these
 // stubs only keep the shared source compiling.
 constexpr bool kBulkCopy = false;
+// The row-loop vector kernel is not built for HIP: under the AMD register
+// budget it spills (scripts/hip_resources.sh), and it is a measurement path.
+constexpr bool kRowsKernel = false;
 inline bool bulk_copy_built(const void*) { return false; }
 __device__ __forceinline__ void barrier_init(std::uint64_t*) {}
 __device__ __forceinline__ void barrier_expect(std::uint64_t*, unsigned) {}

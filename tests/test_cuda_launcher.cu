@@ -25,12 +25,10 @@ void set_bulk_tuning(bool on) {
   }
   ropekv::detail::gpu::set_tuning(t);
 }
-void set_rows_tuning(bool on) {
+void set_rows_tuning(int rows) {
   ropekv::detail::gpu::Tuning t;
-  if (on) {
-    t.decode = -1;  // every launch on a vector path, so the rows kernel wherever it can
-    t.rows = 1;
-  }
+  if (rows > 0) t.decode = -1;  // every launch on a vector path, so the rows kernel wherever it can
+  t.rows = rows;
   ropekv::detail::gpu::set_tuning(t);
 }
 std::string launch_path(const ropekv::Arguments& a) {

@@ -19,7 +19,7 @@
 
 namespace ropekv_test {  // tests/test_cuda_launcher.cu
 void set_bulk_tuning(bool on);
-void set_rows_tuning(bool on);
+void set_rows_tuning(int rows);  // 1: wherever it can, 0: the rule, -1: never
 std::string launch_path(const ropekv::Arguments& a);
 }  // namespace ropekv_test
 
@@ -296,8 +296,8 @@ TEST(CudaRuntime, LargeBatchRuntimeShapeWithPadding) {
 
 // Large batches of the specialised shapes (llama-3.1-8b: R = D = 128;
 // partial rotary: R 64 of D 128; gpt-oss: R = D = 64) with padding, host and
-// device scales. On the H200 all four take the staged vector kernel (over
-// one wave of decode-sized teams).
+// device scales. On the H200 all four take the rows kernel (over one wave of
+// decode-sized teams).
 TEST(CudaRuntime, LargeBatchSpecialisedShapesWithPadding) {
   SKIP_WITHOUT_CUDA();
   struct Shape {
@@ -348,8 +348,9 @@ TEST(CudaRuntime, BulkKernelMatchesHost) {
   ropekv_test::set_bulk_tuning(false);
 }
 
-// The row-loop vector kernel (a measurement override for now: every vector
-// launch of a specialised shape): the three GQA shapes, one token to many
+// The row-loop vector kernel, under the measurement override that gives it
+// every vector launch of a specialised shape: the three GQA shapes, one
+// token to many
 // (teams of 8 to 64 lanes), padding, host and device scales.
 TEST(CudaRuntime, RowsKernelMatchesHost) {
   SKIP_WITHOUT_CUDA();
@@ -362,7 +363,7 @@ TEST(CudaRuntime, RowsKernelMatchesHost) {
       {5000, 32, 8, 128, 128, 0.2}, {3000, 32, 8, 128, 64, 0.1}, {9, 8, 1, 128, 64, 0.0},
       {1500, 8, 1, 128, 128, 0.5},  {4000, 8, 1, 64, 64, 0.0},   {333, 12, 4, 64, 64, 0.2}};
   unsigned seed = 131;
-  ropekv_test::set_rows_tuning(true);
+  ropekv_test::set_rows_tuning(1);
   for (const Shape& sh : shapes) {
     Problem pb(sh.nnz, sh.hq, sh.hk, sh.d, sh.r, 0, seed++);
     pb.pages = (sh.nnz + pb.ps - 1) / pb.ps + 3;
@@ -375,20 +376,22 @@ TEST(CudaRuntime, RowsKernelMatchesHost) {
     ASSERT_TRUE(r.ok()) << r.message;
     expect_identical(dp.download(nullptr), host_reference(pb), "rows kernel");
   }
-  ropekv_test::set_rows_tuning(false);
+  ropekv_test::set_rows_tuning(0);
 }
 
 // The launcher asks the runtime once per (kernel, block size, device) how
 // many blocks fit on a multiprocessor. Here that first query happens inside
 // a stream capture: no other test launches this kernel (the staged kernel of
-// R = D = 128) with this block size (Hq 20, Hk 4: 224 units, teams of 56,
-// blocks of 224 threads). The captured graph then replays with new slots,
-// positions and padding.
+// R = D = 128, the rows kernel turned off) with this block size (Hq 20, Hk 4:
+// 224 units, teams of 56, blocks of 224 threads). The captured graph then
+// replays with new slots, positions and padding.
 TEST(CudaRuntime, FirstLaunchOfAKernelInsideGraphCapture) {
   SKIP_WITHOUT_CUDA();
   Problem pb(6000, 20, 4, 128, 128, 0, 81);
   DeviceProblem dp(pb);
+  ropekv_test::set_rows_tuning(-1);
   const CapturedCall call(make_args(pb, dp.b, false));
+  ropekv_test::set_rows_tuning(0);
   ASSERT_EQ(call.error, cudaSuccess) << cudaGetErrorString(call.error);
   ASSERT_TRUE(call.result.ok()) << call.result.message;
   cudaStream_t s = call.stream;

@@ -1,7 +1,8 @@
 // The row-loop vector kernel (fused_vec_rows_kernel): the vector path for
-// the specialised shapes with each row part walked by a loop of its own, so
-// that a unit costs its loads, math and stores plus two pointer increments
-// (the other vector kernels find each unit's part, head and addresses anew).
+// launches beyond one wave of the specialised shapes, each row part walked by
+// a loop of its own, so that a unit costs its loads, math and stores plus two
+// pointer increments (the other vector kernels find each unit's part, head
+// and addresses anew: about 190 of their 320 warp instructions a unit).
 #pragma once
 
 #include "cuda/kernels/vec_unit.cuh"
@@ -10,12 +11,19 @@ namespace ropekv {
 namespace detail {
 namespace gpu {
 
-// Blocks per multiprocessor the kernel is compiled for (3: as the vector
-// kernel's, a cap of 80 registers); the macro exists for measurements.
+// Blocks per multiprocessor the kernel is compiled for (2: a cap of 128
+// registers, no spills; at 3 it spills) and query units a lane has in
+// flight per round (the query parts have the most heads): 2 and 4 measured
+// fastest of (3, 2), (2, 2), (2, 4) (perf/RESULTS.md); the macros exist for
+// such measurements.
 #ifndef ROPEKV_ROWS_MIN_BLOCKS
-#define ROPEKV_ROWS_MIN_BLOCKS 3
+#define ROPEKV_ROWS_MIN_BLOCKS 2
 #endif
 constexpr int kRowsMinBlocks = ROPEKV_ROWS_MIN_BLOCKS;
+#ifndef ROPEKV_ROWS_QUERY_UNITS
+#define ROPEKV_ROWS_QUERY_UNITS 4
+#endif
+constexpr int kRowsQueryUnits = ROPEKV_ROWS_QUERY_UNITS;
 
 // A lane's walk over one row part of a token: heads h0, h0 + step, ...
 // below the part's head count (h0 = lane / kSubs, step = team / kSubs), its
@@ -94,9 +102,9 @@ __device__ __forceinline__ void walk_rows(WA& a, WB& b, RopeStyle style, ScaleDi
 // with the values beside it, then query rope two units a round), so that the
 // cos/sin values are dead before the non-rotary parts.
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kIeee>
-__device__ __forceinline__ void rows_token(const LaunchParams& p, const Divisors& d,
-                                           std::int64_t t, const TokenPlan& plan,
-                                           std::uint32_t lane, std::uint32_t team) {
+__device__ __forceinline__ void rows_token(const LaunchParams& p, const Divisors& d, std::int64_t t,
+                                           const TokenPlan& plan, std::uint32_t lane,
+                                           std::uint32_t team) {
   constexpr int kRs = kR / kItem, kNs = kN / kItem, kVs = kDv / kItem;
   const std::uint32_t hq = std::uint32_t(p.num_q_heads), hk = std::uint32_t(p.num_kv_heads);
   float cv[8], sv[8];
@@ -106,8 +114,8 @@ __device__ __forceinline__ void rows_token(const LaunchParams& p, const Divisors
     RowWalk<kRs> kr(p.k_rope, t, p.k_cache_rope.row(plan.page, plan.entry, 0, 1),
                     p.k_cache_rope.stride[2], hk, lane, team);
     if constexpr (kDv > 0) {
-      RowWalk<kVs> v(p.v, t, p.v_cache.row(plan.page, plan.entry, 0, 1), p.v_cache.stride[2],
-                     hk, lane, team);
+      RowWalk<kVs> v(p.v, t, p.v_cache.row(plan.page, plan.entry, 0, 1), p.v_cache.stride[2], hk,
+                     lane, team);
       walk_rows<In, Out, kIeee, true, false, 1, 1>(kr, v, p.style, d.k, d.v, cv, sv);
     } else {
       walk_rows<In, Out, kIeee, true, false, 1, 0>(kr, kr, p.style, d.k, d.k, cv, sv);
@@ -116,14 +124,14 @@ __device__ __forceinline__ void rows_token(const LaunchParams& p, const Divisors
   {
     RowWalk<kRs> qr(p.q_rope, t, p.q_rope_out.row(t, 0, 1), p.q_rope_out.head_stride, hq, lane,
                     team);
-    walk_rows<In, Out, kIeee, true, false, 2, 0>(qr, qr, p.style, d.q, d.q, cv, sv);
+    walk_rows<In, Out, kIeee, true, false, kRowsQueryUnits, 0>(qr, qr, p.style, d.q, d.q, cv, sv);
   }
   if constexpr (kN > 0) {
     RowWalk<kNs> kn(p.k_nope, t, p.k_cache_nope.row(plan.page, plan.entry, 0, 1),
                     p.k_cache_nope.stride[2], hk, lane, team);
     RowWalk<kNs> qn(p.q_nope, t, p.q_nope_out.row(t, 0, 1), p.q_nope_out.head_stride, hq, lane,
                     team);
-    walk_rows<In, Out, kIeee, false, false, 2, 1>(qn, kn, p.style, d.q, d.k, cv, sv);
+    walk_rows<In, Out, kIeee, false, false, kRowsQueryUnits, 1>(qn, kn, p.style, d.q, d.k, cv, sv);
   }
 }
 
