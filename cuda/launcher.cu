@@ -646,13 +646,17 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
     }
   }
   // Launches beyond one wave of a specialised shape: the rows kernel, where
-  // the vendor layer builds it (faster than the staged kernel there but for
-  // llama-3.1-8b at 8192 tokens, 1-2% slower; perf/RESULTS.md).
+  // the vendor layer builds it and its grid has a block for every
+  // multiprocessor (faster than the staged kernel there but for llama-3.1-8b
+  // at 8192 tokens, 1-2% slower; with fewer blocks slower: perf/RESULTS.md).
   if (tune.rows > 0 || (tune.rows == 0 && staged)) {
     const void* kernel = pick_vec<VecFamily::kRows>(p);
     const int rows_per_sm = kernel != nullptr ? resident_per_sm(kernel, kVecBlock, 0, dev) : 0;
-    if (rows_per_sm > 0) {
-      g.team = rows_team(g, std::uint32_t(p.num_q_heads), std::uint32_t(p.num_kv_heads));
+    const std::uint32_t team =
+        rows_team(g, std::uint32_t(p.num_q_heads), std::uint32_t(p.num_kv_heads));
+    const std::uint64_t blocks = (std::uint64_t(p.nnz) + kVecBlock / team - 1) / (kVecBlock / team);
+    if (rows_per_sm > 0 && (tune.rows > 0 || blocks >= std::uint64_t(sms))) {
+      g.team = team;
       g.teams = kVecBlock / g.team;
       l.path = Path::kRows;
       l.kernel = kernel;
