@@ -317,65 +317,55 @@ TEST(CudaRuntime, LargeBatchSpecialisedShapesWithPadding) {
   }
 }
 
+// A problem for a kernel chosen by a measurement override, and the check
+// that the launcher takes that kernel's path and matches the host backend
+// bit for bit (seed: two draws, the second's bit 1 picking device scales).
+struct OverrideShape {
+  std::int64_t nnz, hq, hk, d, r, token_pad;
+  double pad;
+};
+void expect_path_matches_host(const OverrideShape& sh, unsigned& seed, const char* path) {
+  Problem pb(sh.nnz, sh.hq, sh.hk, sh.d, sh.r, sh.token_pad, seed++);
+  pb.pages = (sh.nnz + pb.ps - 1) / pb.ps + 3;
+  pb.reindex(seed++, sh.pad);
+  DeviceProblem dp(pb);
+  const bool device_scales = (seed & 2) != 0;
+  const Arguments a = make_args(pb, dp.b, device_scales);
+  EXPECT_EQ(ropekv_test::launch_path(a), path) << "nnz " << sh.nnz << " D " << sh.d;
+  const Result r = run(a, Backend::kCuda);
+  ASSERT_TRUE(r.ok()) << r.message;
+  expect_identical(dp.download(nullptr), host_reference(pb), path);
+}
+
 // The bulk-copy vector kernel (a measurement override for now: every vector
 // launch whose token rows it can copy whole): the specialised and run-time
 // shapes, one token to many, padding, host and device scales, and rows with a
 // gap after them (token_pad: a copy per token instead of one per group).
 TEST(CudaRuntime, BulkKernelMatchesHost) {
   SKIP_WITHOUT_CUDA();
-  struct Shape {
-    std::int64_t nnz, hq, hk, d, r, token_pad;
-    double pad;
-  };
-  const Shape shapes[] = {{1, 8, 1, 64, 64, 0, 0.0},      {7, 32, 8, 128, 128, 0, 0.3},
-                          {300, 64, 8, 64, 64, 0, 0.1},   {5000, 32, 8, 128, 128, 0, 0.2},
-                          {3000, 32, 8, 128, 64, 0, 0.1}, {2001, 16, 2, 96, 32, 0, 0.3},
-                          {1500, 8, 1, 128, 128, 8, 0.5}, {4000, 8, 1, 64, 64, 0, 0.0}};
+  const OverrideShape shapes[] = {{1, 8, 1, 64, 64, 0, 0.0},      {7, 32, 8, 128, 128, 0, 0.3},
+                                  {300, 64, 8, 64, 64, 0, 0.1},   {5000, 32, 8, 128, 128, 0, 0.2},
+                                  {3000, 32, 8, 128, 64, 0, 0.1}, {2001, 16, 2, 96, 32, 0, 0.3},
+                                  {1500, 8, 1, 128, 128, 8, 0.5}, {4000, 8, 1, 64, 64, 0, 0.0}};
   unsigned seed = 91;
   ropekv_test::set_bulk_tuning(true);
-  for (const Shape& sh : shapes) {
-    Problem pb(sh.nnz, sh.hq, sh.hk, sh.d, sh.r, sh.token_pad, seed++);
-    pb.pages = (sh.nnz + pb.ps - 1) / pb.ps + 3;
-    pb.reindex(seed++, sh.pad);
-    DeviceProblem dp(pb);
-    const bool device_scales = (seed & 2) != 0;
-    const Arguments a = make_args(pb, dp.b, device_scales);
-    EXPECT_EQ(ropekv_test::launch_path(a), "bulk") << "nnz " << sh.nnz << " D " << sh.d;
-    const Result r = run(a, Backend::kCuda);
-    ASSERT_TRUE(r.ok()) << r.message;
-    expect_identical(dp.download(nullptr), host_reference(pb), "bulk kernel");
-  }
+  for (const OverrideShape& sh : shapes) expect_path_matches_host(sh, seed, "bulk");
   ropekv_test::set_bulk_tuning(false);
 }
 
 // The row-loop vector kernel, under the measurement override that gives it
 // every vector launch of a specialised shape: the three GQA shapes, one
-// token to many
-// (teams of 8 to 64 lanes), padding, host and device scales.
+// token to many (teams of 8 to 64 lanes), padding, host and device scales.
 TEST(CudaRuntime, RowsKernelMatchesHost) {
   SKIP_WITHOUT_CUDA();
-  struct Shape {
-    std::int64_t nnz, hq, hk, d, r;
-    double pad;
-  };
-  const Shape shapes[] = {
-      {1, 8, 1, 64, 64, 0.0},       {7, 32, 8, 128, 128, 0.3},   {300, 64, 8, 64, 64, 0.1},
-      {5000, 32, 8, 128, 128, 0.2}, {3000, 32, 8, 128, 64, 0.1}, {9, 8, 1, 128, 64, 0.0},
-      {1500, 8, 1, 128, 128, 0.5},  {4000, 8, 1, 64, 64, 0.0},   {333, 12, 4, 64, 64, 0.2}};
+  const OverrideShape shapes[] = {{1, 8, 1, 64, 64, 0, 0.0},      {7, 32, 8, 128, 128, 0, 0.3},
+                                  {300, 64, 8, 64, 64, 0, 0.1},   {5000, 32, 8, 128, 128, 0, 0.2},
+                                  {3000, 32, 8, 128, 64, 0, 0.1}, {9, 8, 1, 128, 64, 0, 0.0},
+                                  {1500, 8, 1, 128, 128, 0, 0.5}, {4000, 8, 1, 64, 64, 0, 0.0},
+                                  {333, 12, 4, 64, 64, 0, 0.2}};
   unsigned seed = 131;
   ropekv_test::set_rows_tuning(1);
-  for (const Shape& sh : shapes) {
-    Problem pb(sh.nnz, sh.hq, sh.hk, sh.d, sh.r, 0, seed++);
-    pb.pages = (sh.nnz + pb.ps - 1) / pb.ps + 3;
-    pb.reindex(seed++, sh.pad);
-    DeviceProblem dp(pb);
-    const bool device_scales = (seed & 2) != 0;
-    const Arguments a = make_args(pb, dp.b, device_scales);
-    EXPECT_EQ(ropekv_test::launch_path(a), "rows") << "nnz " << sh.nnz << " D " << sh.d;
-    const Result r = run(a, Backend::kCuda);
-    ASSERT_TRUE(r.ok()) << r.message;
-    expect_identical(dp.download(nullptr), host_reference(pb), "rows kernel");
-  }
+  for (const OverrideShape& sh : shapes) expect_path_matches_host(sh, seed, "rows");
   ropekv_test::set_rows_tuning(0);
 }
 

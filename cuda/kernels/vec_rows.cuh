@@ -63,6 +63,27 @@ struct RowWalk {
   }
 };
 
+// A walk's next kU units (those it has): their loads, then their codes and
+// stores.
+template <int kU, class W, int kN>
+__device__ __forceinline__ void issue_rows(const W& w, uint4 (&x)[kN][2]) {
+#pragma unroll
+  for (int k = 0; k < kU; ++k)
+    if (w.live(k)) w.load(k, x[k][0], x[k][1]);
+}
+template <DType In, DType Out, int kIeee, bool kRot, int kU, class W, int kN>
+__device__ __forceinline__ void finish_rows(const W& w, const uint4 (&x)[kN][2], RopeStyle style,
+                                            ScaleDivisor div, const float (&cv)[8],
+                                            const float (&sv)[8]) {
+#pragma unroll
+  for (int k = 0; k < kU; ++k)
+    if (w.live(k)) {
+      uint2 lo, hi;
+      encode_unit<In, Out, kIeee>(style, kRot, div, x[k][0], x[k][1], cv, sv, lo, hi);
+      w.store(k, lo, hi);
+    }
+}
+
 // Walks A (kUa units a round) and B (kUb; kUb = 0: no B) together: each
 // round issues the loads of both walks' next units, then encodes and stores
 // them, so that the units of both parts are in flight at once.
@@ -73,26 +94,10 @@ __device__ __forceinline__ void walk_rows(WA& a, WB& b, RopeStyle style, ScaleDi
                                           const float (&sv)[8]) {
   while (a.live() || (kUb > 0 && b.live())) {
     uint4 xa[kUa][2], xb[kUb > 0 ? kUb : 1][2];
-#pragma unroll
-    for (int k = 0; k < kUa; ++k)
-      if (a.live(k)) a.load(k, xa[k][0], xa[k][1]);
-#pragma unroll
-    for (int k = 0; k < kUb; ++k)
-      if (b.live(k)) b.load(k, xb[k][0], xb[k][1]);
-#pragma unroll
-    for (int k = 0; k < kUa; ++k)
-      if (a.live(k)) {
-        uint2 lo, hi;
-        encode_unit<In, Out, kIeee>(style, kRotA, da, xa[k][0], xa[k][1], cv, sv, lo, hi);
-        a.store(k, lo, hi);
-      }
-#pragma unroll
-    for (int k = 0; k < kUb; ++k)
-      if (b.live(k)) {
-        uint2 lo, hi;
-        encode_unit<In, Out, kIeee>(style, kRotB, db, xb[k][0], xb[k][1], cv, sv, lo, hi);
-        b.store(k, lo, hi);
-      }
+    issue_rows<kUa>(a, xa);
+    issue_rows<kUb>(b, xb);
+    finish_rows<In, Out, kIeee, kRotA, kUa>(a, xa, style, da, cv, sv);
+    finish_rows<In, Out, kIeee, kRotB, kUb>(b, xb, style, db, cv, sv);
     a.advance(kUa);
     if constexpr (kUb > 0) b.advance(kUb);
   }
