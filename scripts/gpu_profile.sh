@@ -33,13 +33,14 @@ cuobjdump --dump-sass "$B/libropekv.a" 2>/dev/null |
 echo "vector + staged kernel SASS: $(grep -c '^ */\*[0-9a-f]*\*/' "$out/sass_vec.txt") instructions"
 # Per-instruction stall samples: the decode kernel (slot mapping, hot, one
 # token; 10 launches, summed later by scripts/ncu_source_sum.py) and the
-# staged kernel at 8192 tokens (one launch).
+# large-launch kernel at 8192 tokens (one launch), at the shortest sampling
+# interval (a one-token launch lasts about 1,800 cycles).
 ncu --clock-control none --kernel-name-base function -k regex:fused_decode -s 20 -c 10 \
-  --section WarpStateStats --section SourceCounters --page source --print-source sass --csv \
+  --warp-sampling-interval 0 --section WarpStateStats --section SourceCounters --page source --print-source sass --csv \
   "$B/perf/ropekv_perf" --benchmark_filter="^cuda-hot/gpt-oss-120b-tp8/nnz:1/" >"$out/ncu_source.csv" 2>&1
 echo "per-instruction profile, decode: $(wc -l <"$out/ncu_source.csv") lines"
 ncu --clock-control none --kernel-name-base function -k regex:fused_vec -s 5 -c 1 \
-  --section WarpStateStats --section SourceCounters --page source --print-source sass --csv \
+  --warp-sampling-interval 0 --section WarpStateStats --section SourceCounters --page source --print-source sass --csv \
   "$B/perf/ropekv_perf" --benchmark_filter="^cuda/llama-3.1-8b/nnz:8192/" >"$out/ncu_source_large.csv" 2>&1
 echo "per-instruction profile, large: $(wc -l <"$out/ncu_source_large.csv") lines"
 ncu --clock-control none --kernel-name-base function -k regex:fused_vec -s 5 -c 1 \
