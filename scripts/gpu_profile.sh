@@ -26,9 +26,9 @@ for row in cuda-floor-hot cuda-datafloor-hot cuda-hot cuda-floor-hot-pt cuda-hot
     grep -vE '^\s*$' >>"$out/ncu.txt"
   grep -E 'Duration|Elapsed Cycles|Executed Instructions |Registers Per|Grid Size|Block Size|Warp Cycles Per Issued|No Eligible' "$out/ncu.txt" | tail -9
 done
-# Vector and staged kernels <bf16, e4m3fn, fp32, 128, 0, 128> (llama-3.1-8b).
+# Vector, staged and rows kernels <bf16, e4m3fn, fp32, 128, 0, 128> (llama-3.1-8b).
 cuobjdump --dump-sass "$B/libropekv.a" 2>/dev/null |
-  awk '/Function : .*fused_vec_(staged_)?kernel.*DTypeE3E.*Li128ELi0ELi128E/ {on=1; print; next} /Function : / {on=0} on' \
+  awk '/Function : .*fused_vec_(staged_|rows_)?kernel.*DTypeE3E.*Li128ELi0ELi128E/ {on=1; print; next} /Function : / {on=0} on' \
   >"$out/sass_vec.txt"
 echo "vector + staged kernel SASS: $(grep -c '^ */\*[0-9a-f]*\*/' "$out/sass_vec.txt") instructions"
 # Per-instruction stall samples: the decode kernel (slot mapping, hot, one
