@@ -197,14 +197,24 @@ VecGeometry geometry(const LaunchParams& p, int sms, bool* staged) {
   return g;
 }
 
+// A token's units per row part, from the geometry's part boundaries (its
+// rotary rows: hq query heads, then the key heads).
+void part_units(const VecGeometry& g, std::uint32_t hq, std::uint32_t (&units)[kParts]) {
+  units[kRotQ] = hq * g.rot_sub;
+  units[kRotK] = g.rot_units - units[kRotQ];
+  units[kNopeQ] = g.q_nope_end - g.rot_units;
+  units[kNopeK] = g.k_nope_end - g.q_nope_end;
+  units[kValue] = g.units - g.k_nope_end;
+}
+
 // The rows kernel's team (fused_vec_rows_kernel): the largest power of two
 // from the largest units-a-row of the parts up to 64 (so a multiple of each:
 // the specialised shapes' are powers of two, and a lane keeps its unit within
 // a row in every part) whose rounds over each part leave at most 1/16 of the
 // lanes idle, else the one that leaves the fewest idle.
-std::uint32_t rows_team(const VecGeometry& g, std::uint32_t hq, std::uint32_t hk) {
-  const std::uint32_t units[kParts] = {hq * g.rot_sub, hk * g.rot_sub, hq * g.nope_sub,
-                                       hk * g.nope_sub, hk * g.v_sub};
+std::uint32_t rows_team(const VecGeometry& g, std::uint32_t hq) {
+  std::uint32_t units[kParts];
+  part_units(g, hq, units);
   const std::uint32_t subs[kParts] = {g.rot_sub, g.rot_sub, g.nope_sub, g.nope_sub, g.v_sub};
   std::uint32_t lo = 1;
   for (int i = 0; i < kParts; ++i)
@@ -320,13 +330,7 @@ struct DecodeLayout {
 DecodeLayout decode_layout(const VecGeometry& g, std::uint32_t hq, bool by_part) {
   constexpr unsigned kWarps = 4;
   DecodeLayout d;
-  // Each part's units, from the geometry's part boundaries (its rotary rows:
-  // hq query heads, then the key heads).
-  d.units[kRotQ] = hq * g.rot_sub;
-  d.units[kRotK] = g.rot_units - d.units[kRotQ];
-  d.units[kNopeQ] = g.q_nope_end - g.rot_units;
-  d.units[kNopeK] = g.k_nope_end - g.q_nope_end;
-  d.units[kValue] = g.units - g.k_nope_end;
+  part_units(g, hq, d.units);
   for (int i = 0; i < kParts; ++i)
     d.warp_begin[i + 1] = d.warp_begin[i] + (by_part ? (d.units[i] + 31) / 32 : 0);
   const unsigned warps = by_part ? d.warp_begin[kParts] : (g.units + 31) / 32;
@@ -652,16 +656,14 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   if (tune.rows > 0 || (tune.rows == 0 && staged)) {
     const void* kernel = pick_vec<VecFamily::kRows>(p);
     const int rows_per_sm = kernel != nullptr ? resident_per_sm(kernel, kVecBlock, 0, dev) : 0;
-    const std::uint32_t team =
-        rows_team(g, std::uint32_t(p.num_q_heads), std::uint32_t(p.num_kv_heads));
+    const std::uint32_t team = rows_team(g, std::uint32_t(p.num_q_heads));
     const std::uint64_t blocks = (std::uint64_t(p.nnz) + kVecBlock / team - 1) / (kVecBlock / team);
     if (rows_per_sm > 0 && (tune.rows > 0 || blocks >= std::uint64_t(sms))) {
       g.team = team;
       g.teams = kVecBlock / g.team;
       l.path = Path::kRows;
       l.kernel = kernel;
-      l.grid = dim3(
-          grid_for((std::uint64_t(p.nnz) + g.teams - 1) / g.teams, 1, sms, unsigned(rows_per_sm)));
+      l.grid = dim3(grid_for(blocks, 1, sms, unsigned(rows_per_sm)));
       l.block = dim3(g.team * g.teams);
       l.geometry = g;
       return;

@@ -104,8 +104,8 @@ __device__ __forceinline__ void walk_rows(WA& a, WB& b, RopeStyle style, ScaleDi
 }
 
 // One planned token's units for a lane: the rotary parts first (key rope
-// with the values beside it, then query rope two units a round), so that the
-// cos/sin values are dead before the non-rotary parts.
+// with the values beside it, then query rope kRowsQueryUnits units a round),
+// so that the cos/sin values are dead before the non-rotary parts.
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kIeee>
 __device__ __forceinline__ void rows_token(const LaunchParams& p, const Divisors& d, std::int64_t t,
                                            const TokenPlan& plan, std::uint32_t lane,
