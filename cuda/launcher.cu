@@ -246,15 +246,18 @@ int decode_form(const LaunchParams& p) {
 
 // The kernels of the vector paths for a (dtypes, shape); the decode kernels
 // of the specialised shapes also come in the fixed index forms.
-enum class VecFamily { kDirect, kStaged, kBulk, kRows, kDecode };
+// kRowsOneRound: the rows kernel with every part in one round (kRowsOneRound's
+// shapes: no non-rotary parts).
+enum class VecFamily { kDirect, kStaged, kBulk, kRows, kRowsOneRound, kDecode };
 // *by_part: the decode kernel takes the by-part layout (kDecodeByPart).
 template <VecFamily F, DType In, DType Out, DType Cos, int kR, int kN, int kDv>
 const void* vec_kernel(const LaunchParams& p, bool* by_part) {
   if constexpr (F == VecFamily::kStaged)
     return reinterpret_cast<const void*>(&fused_vec_staged_kernel<In, Out, Cos, kR, kN, kDv>);
-  if constexpr (F == VecFamily::kRows) {
-    if constexpr (kRowsKernel && kR > 0)
-      return reinterpret_cast<const void*>(&fused_vec_rows_kernel<In, Out, Cos, kR, kN, kDv>);
+  if constexpr (F == VecFamily::kRows || F == VecFamily::kRowsOneRound) {
+    constexpr bool kOne = F == VecFamily::kRowsOneRound;
+    if constexpr (kRowsKernel && kR > 0 && !(kOne && (kN > 0 || kDv == 0)))
+      return reinterpret_cast<const void*>(&fused_vec_rows_kernel<In, Out, Cos, kR, kN, kDv, kOne>);
     return nullptr;
   }
   if constexpr (F == VecFamily::kBulk) {
@@ -649,16 +652,23 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       }
     }
   }
-  // Launches beyond one wave of a specialised shape: the rows kernel, where
-  // the vendor layer builds it and its grid has a block for every
-  // multiprocessor (faster than the staged kernel there but for llama-3.1-8b
-  // at 8192 tokens, 1-2% slower; with fewer blocks slower: perf/RESULTS.md).
-  if (tune.rows > 0 || (tune.rows == 0 && staged)) {
-    const void* kernel = pick_vec<VecFamily::kRows>(p);
-    const int rows_per_sm = kernel != nullptr ? resident_per_sm(kernel, kVecBlock, 0, dev) : 0;
+  // The rows kernel, where the vendor layer builds it: for the specialised
+  // shapes without non-rotary parts launches past the decode kernel's whose
+  // grid has a block for every other multiprocessor; for the others launches
+  // beyond one wave whose grid has a block for every multiprocessor (with
+  // fewer blocks slower). Beyond one wave, where the query's rotary units
+  // take one round, the one-round kernel (perf/RESULTS.md).
+  const bool no_nope = p.nope_dim == 0;
+  if (tune.rows > 0 || (tune.rows == 0 && (staged || no_nope))) {
     const std::uint32_t team = rows_team(g, std::uint32_t(p.num_q_heads));
+    const bool one_round =
+        staged && no_nope && std::uint64_t(p.num_q_heads) * g.rot_sub <= kRowsQueryUnits * team;
+    const void* kernel =
+        one_round ? pick_vec<VecFamily::kRowsOneRound>(p) : pick_vec<VecFamily::kRows>(p);
+    const int rows_per_sm = kernel != nullptr ? resident_per_sm(kernel, kVecBlock, 0, dev) : 0;
     const std::uint64_t blocks = (std::uint64_t(p.nnz) + kVecBlock / team - 1) / (kVecBlock / team);
-    if (rows_per_sm > 0 && (tune.rows > 0 || blocks >= std::uint64_t(sms))) {
+    const std::uint64_t min_blocks = std::uint64_t(sms) / (no_nope ? 2 : 1);
+    if (rows_per_sm > 0 && (tune.rows > 0 || blocks >= min_blocks)) {
       g.team = team;
       g.teams = kVecBlock / g.team;
       l.path = Path::kRows;

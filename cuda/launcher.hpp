@@ -23,7 +23,7 @@ enum class Path : int {
   kVector,   // fused_vec_kernel: teams loop over tokens
   kStaged,   // fused_vec_staged_kernel: the same with asynchronous copies
   kBulk,     // fused_vec_bulk_kernel: the same with bulk copies of whole token rows
-  kRows,     // fused_vec_rows_kernel: a loop per row part (specialised shapes, beyond a wave)
+  kRows,     // fused_vec_rows_kernel: a loop per row part (specialised shapes, larger launches)
   kGeneric,  // fused_generic_kernel: any valid shape and alignment
 };
 const char* to_string(Path path) noexcept;

@@ -1,5 +1,5 @@
-// The row-loop vector kernel (fused_vec_rows_kernel): the vector path for
-// launches beyond one wave of the specialised shapes, each row part walked by
+// The row-loop vector kernel (fused_vec_rows_kernel): the vector path of the
+// specialised shapes' larger launches (the launcher's rule), each row part walked by
 // a loop of its own, so that a unit costs its loads, math and stores plus two
 // pointer increments (the other vector kernels find each unit's part, head
 // and addresses anew: about 190 of their 320 warp instructions a unit).
@@ -84,29 +84,34 @@ __device__ __forceinline__ void finish_rows(const W& w, const uint4 (&x)[kN][2],
     }
 }
 
-// Walks A (kUa units a round) and B (kUb; kUb = 0: no B) together: each
-// round issues the loads of both walks' next units, then encodes and stores
-// them, so that the units of both parts are in flight at once.
-template <DType In, DType Out, int kIeee, bool kRotA, bool kRotB, int kUa, int kUb, class WA,
-          class WB>
-__device__ __forceinline__ void walk_rows(WA& a, WB& b, RopeStyle style, ScaleDivisor da,
-                                          ScaleDivisor db, const float (&cv)[8],
+// Walks A, B and C (kUa, kUb, kUc units a round; 0: no such walk)
+// together: each round issues the loads of the walks' next units, then
+// encodes and stores them, so that the units of all parts are in flight at
+// once.
+template <DType In, DType Out, int kIeee, bool kRotA, bool kRotB, bool kRotC, int kUa, int kUb,
+          int kUc, class WA, class WB, class WC>
+__device__ __forceinline__ void walk_rows(WA& a, WB& b, WC& c, RopeStyle style, ScaleDivisor da,
+                                          ScaleDivisor db, ScaleDivisor dc, const float (&cv)[8],
                                           const float (&sv)[8]) {
-  while (a.live() || (kUb > 0 && b.live())) {
-    uint4 xa[kUa][2], xb[kUb > 0 ? kUb : 1][2];
+  while (a.live() || (kUb > 0 && b.live()) || (kUc > 0 && c.live())) {
+    uint4 xa[kUa][2], xb[kUb > 0 ? kUb : 1][2], xc[kUc > 0 ? kUc : 1][2];
     issue_rows<kUa>(a, xa);
     issue_rows<kUb>(b, xb);
+    issue_rows<kUc>(c, xc);
     finish_rows<In, Out, kIeee, kRotA, kUa>(a, xa, style, da, cv, sv);
     finish_rows<In, Out, kIeee, kRotB, kUb>(b, xb, style, db, cv, sv);
+    finish_rows<In, Out, kIeee, kRotC, kUc>(c, xc, style, dc, cv, sv);
     a.advance(kUa);
     if constexpr (kUb > 0) b.advance(kUb);
+    if constexpr (kUc > 0) c.advance(kUc);
   }
 }
 
 // One planned token's units for a lane: the rotary parts first (key rope
-// with the values beside it, then query rope kRowsQueryUnits units a round),
-// so that the cos/sin values are dead before the non-rotary parts.
-template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kIeee>
+// with the values beside it, then query rope kRowsQueryUnits units a round,
+// or all three in one round where that covers the query), so that the
+// cos/sin values are dead before the non-rotary parts.
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, bool kOne, int kIeee>
 __device__ __forceinline__ void rows_token(const LaunchParams& p, const Divisors& d, std::int64_t t,
                                            const TokenPlan& plan, std::uint32_t lane,
                                            std::uint32_t team) {
@@ -115,35 +120,41 @@ __device__ __forceinline__ void rows_token(const LaunchParams& p, const Divisors
   float cv[8], sv[8];
   load_unit_cos<Cos>(p.style, kR / 2, p.cos_sin + plan.pos * p.cos_row_stride * p.cos.bytes,
                      lane % kRs, cv, sv);
-  {
-    RowWalk<kRs> kr(p.k_rope, t, p.k_cache_rope.row(plan.page, plan.entry, 0, 1),
-                    p.k_cache_rope.stride[2], hk, lane, team);
-    if constexpr (kDv > 0) {
-      RowWalk<kVs> v(p.v, t, p.v_cache.row(plan.page, plan.entry, 0, 1), p.v_cache.stride[2], hk,
-                     lane, team);
-      walk_rows<In, Out, kIeee, true, false, 1, 1>(kr, v, p.style, d.k, d.v, cv, sv);
-    } else {
-      walk_rows<In, Out, kIeee, true, false, 1, 0>(kr, kr, p.style, d.k, d.k, cv, sv);
+  RowWalk<kRs> kr(p.k_rope, t, p.k_cache_rope.row(plan.page, plan.entry, 0, 1),
+                  p.k_cache_rope.stride[2], hk, lane, team);
+  RowWalk<kRs> qr(p.q_rope, t, p.q_rope_out.row(t, 0, 1), p.q_rope_out.head_stride, hq, lane, team);
+  if constexpr (kDv > 0) {
+    RowWalk<kVs> v(p.v, t, p.v_cache.row(plan.page, plan.entry, 0, 1), p.v_cache.stride[2], hk,
+                   lane, team);
+    if constexpr (kOne) {  // the launcher's promise: the query rope takes one round
+      walk_rows<In, Out, kIeee, true, false, true, 1, 1, kRowsQueryUnits>(kr, v, qr, p.style, d.k,
+                                                                          d.v, d.q, cv, sv);
+      return;
     }
+    walk_rows<In, Out, kIeee, true, false, false, 1, 1, 0>(kr, v, v, p.style, d.k, d.v, d.v, cv,
+                                                           sv);
+  } else {
+    walk_rows<In, Out, kIeee, true, false, false, 1, 0, 0>(kr, kr, kr, p.style, d.k, d.k, d.k, cv,
+                                                           sv);
   }
-  {
-    RowWalk<kRs> qr(p.q_rope, t, p.q_rope_out.row(t, 0, 1), p.q_rope_out.head_stride, hq, lane,
-                    team);
-    walk_rows<In, Out, kIeee, true, false, kRowsQueryUnits, 0>(qr, qr, p.style, d.q, d.q, cv, sv);
-  }
+  walk_rows<In, Out, kIeee, true, false, false, kRowsQueryUnits, 0, 0>(qr, qr, qr, p.style, d.q,
+                                                                       d.q, d.q, cv, sv);
   if constexpr (kN > 0) {
     RowWalk<kNs> kn(p.k_nope, t, p.k_cache_nope.row(plan.page, plan.entry, 0, 1),
                     p.k_cache_nope.stride[2], hk, lane, team);
     RowWalk<kNs> qn(p.q_nope, t, p.q_nope_out.row(t, 0, 1), p.q_nope_out.head_stride, hq, lane,
                     team);
-    walk_rows<In, Out, kIeee, false, false, kRowsQueryUnits, 1>(qn, kn, p.style, d.q, d.k, cv, sv);
+    walk_rows<In, Out, kIeee, false, false, false, kRowsQueryUnits, 1, 0>(qn, kn, kn, p.style, d.q,
+                                                                          d.k, d.k, cv, sv);
   }
 }
 
 // Teams of g.team threads (rows_team), one token per team at a time
-// (grid-stride over tokens); the next token's index entries are loaded while
-// the current token's units are in flight.
-template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kIeee>
+// (grid-stride over tokens); while the current token's units are in flight,
+// the index entries of the token after next and the next token's first
+// page-table look-up are on their way (at most 4% faster than loading only
+// the next token's entries, slot mapping too).
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, bool kOne, int kIeee>
 __device__ __forceinline__ void rows_tokens(const LaunchParams& p, const VecGeometry& g,
                                             const Divisors& d) {
   const std::uint32_t lane = threadIdx.x % g.team;
@@ -151,34 +162,49 @@ __device__ __forceinline__ void rows_tokens(const LaunchParams& p, const VecGeom
   std::int64_t t = std::int64_t(blockIdx.x) * g.teams + threadIdx.x / g.team;
   if (t >= p.nnz) return;
   TokenIndices ix = load_token_indices(p, t);
+  // Three tokens in the pipeline: t (its page look-up begun a token ago),
+  // t + stride (indices in), t + 2 stride (indices on their way).
+  std::int64_t begin = plan_begin(p, ix);
+  TokenIndices ix1, ix2;
+  if (t + team_stride < p.nnz) ix1 = load_token_indices(p, t + team_stride);
   while (true) {
-    const TokenPlan plan = finish_plan(p, ix);
+    const TokenPlan plan = finish_plan(p, ix, begin);
     const std::int64_t next = t + team_stride;
     const bool more = next < p.nnz;
-    if (more) ix = load_token_indices(p, next);
+    std::int64_t begin1 = 0;
+    if (more) {
+      begin1 = plan_begin(p, ix1);
+      if (next + team_stride < p.nnz) ix2 = load_token_indices(p, next + team_stride);
+    }
     if (plan.write) {
-      rows_token<In, Out, Cos, kR, kN, kDv, kIeee>(p, d, t, plan, lane, g.team);
+      rows_token<In, Out, Cos, kR, kN, kDv, kOne, kIeee>(p, d, t, plan, lane, g.team);
     } else if (plan.bad && lane == 0 && p.skipped_tokens != nullptr) {
       atomicAdd(p.skipped_tokens, 1ull);
     }
     if (!more) break;
     t = next;
+    ix = ix1;
+    begin = begin1;
+    ix1 = ix2;
   }
 }
 
-template <DType In, DType Out, DType Cos, int kR, int kN, int kDv>
+// kOne: every part of a token in one round (shapes without non-rotary parts,
+// launches whose query rope takes one round: the launcher's choice).
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, bool kOne>
 __global__ void __launch_bounds__(kVecBlock, kRowsMinBlocks)
     fused_vec_rows_kernel(const LaunchParams p, const VecGeometry g) {
   static_assert(kR > 0 && kR % kItem == 0 && kN % kItem == 0 && kDv % kItem == 0,
                 "the rows kernel takes the specialised shapes");
+  static_assert(!kOne || (kN == 0 && kDv > 0), "one round: no non-rotary parts");
   dependency_wait();
   if (g.early_trigger) dependents_launch();
   const Divisors d = load_divisors(p);
   // The scale step's form, once for the launch (see encode8).
   if (needs_ieee(d.q) || needs_ieee(d.k) || needs_ieee(d.v))
-    rows_tokens<In, Out, Cos, kR, kN, kDv, 1>(p, g, d);
+    rows_tokens<In, Out, Cos, kR, kN, kDv, kOne, 1>(p, g, d);
   else
-    rows_tokens<In, Out, Cos, kR, kN, kDv, 0>(p, g, d);
+    rows_tokens<In, Out, Cos, kR, kN, kDv, kOne, 0>(p, g, d);
 }
 
 }  // namespace gpu
