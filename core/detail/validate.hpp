@@ -20,10 +20,10 @@ inline bool has_nope(const Arguments& a) noexcept {
          a.k_cache_nope.present();
 }
 
-// A prepared call's plan (PreparedCall): arguments validation accepted, and
-// what a step's re-check needs of their shape.
+// A prepared call's plan (PreparedCall): what a step's re-check needs of the
+// shape of arguments validation accepted (the arguments themselves are
+// last_step's, below).
 struct StepPlan {
-  Arguments prepared;
   // The query outputs do not overlap themselves for token counts up to this.
   std::int64_t self_checked_tokens = 0;
   // Per view of the overlap rule (argument_table.hpp, kOverlapOrder): element
@@ -73,14 +73,15 @@ struct StepPlan {
   LaunchParams lowered;
   LaunchState launch_state;
   // The arguments `lowered` holds (the prepared ones, then each step that
-  // passed): a step equal to them byte for byte keeps their verdict and
-  // lowering (validation is a function of the arguments alone).
+  // passed; every field a step keeps is the prepared one's): a step equal to
+  // them byte for byte keeps their verdict and lowering (validation is a
+  // function of the arguments alone), another step is compared with them.
   Arguments last_step;
 };
 // The shape part of `plan` for `validated` (arguments validation accepted):
-// prepared, the views' constants, the pairs (lower.hpp fills the rest).
+// the views' constants, the pairs (lower.hpp fills the rest).
 void plan_shape(StepPlan* plan, const Arguments& validated) noexcept;
-// A step: true when `args` differs from plan.prepared only in the fields a
+// A step: true when `args` differs from plan.last_step only in the fields a
 // step may change (views' data, extent 0 of the per-token views and of the
 // page table's arrays, device scale and counter pointers, the stream) and
 // passes every rule those fields enter. False: validate_arguments() decides,

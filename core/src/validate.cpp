@@ -518,9 +518,8 @@ static_assert(
     "StepPlan::view, present: one entry per view of the overlap rule; pair: room for all pairs");
 
 void plan_shape(StepPlan* plan, const Arguments& validated) noexcept {
-  plan->prepared = validated;
   plan->self_checked_tokens = validated.q_rope.extent[0];
-  const OverlapViews v(plan->prepared, Active(plan->prepared));
+  const OverlapViews v(validated, Active(validated));
   plan->num_present = 0;
   plan->num_pairs = 0;
   for (std::size_t i = 0; i < OverlapViews::kAll; ++i) {
@@ -628,7 +627,10 @@ void plan_shape(StepPlan* plan, const Arguments& validated) noexcept {
 }
 
 bool validate_step(const StepPlan& plan, const Arguments& args) noexcept {
-  return same_except_step(args, plan.prepared) && Validator(args).run_step(plan);
+  // last_step: the lines the step's byte compare has just begun to read, and
+  // those lower_step then writes (the same verdict as the prepared arguments:
+  // a step keeps every field same_except_step compares).
+  return same_except_step(args, plan.last_step) && Validator(args).run_step(plan);
 }
 
 }  // namespace detail
