@@ -246,8 +246,8 @@ int decode_form(const LaunchParams& p) {
 
 // The kernels of the vector paths for a (dtypes, shape); the decode kernels
 // of the specialised shapes also come in the fixed index forms.
-// kRowsOneRound: the rows kernel with every part in one round (kRowsOneRound's
-// shapes: no non-rotary parts).
+// kRowsOneRound: the rows kernel with every part of a token in one round
+// (shapes without non-rotary parts only).
 enum class VecFamily { kDirect, kStaged, kBulk, kRows, kRowsOneRound, kDecode };
 // *by_part: the decode kernel takes the by-part layout (kDecodeByPart).
 template <VecFamily F, DType In, DType Out, DType Cos, int kR, int kN, int kDv>

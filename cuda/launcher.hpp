@@ -64,7 +64,7 @@ struct Tuning {
   // N > 1: the same with ring slots of N KiB (one token's rows at least).
   int bulk = 0;
   // 1: the rows kernel for every vector-path launch of a specialised shape;
-  // -1: never (the staged kernel beyond one wave).
+  // -1: never (the vector or staged kernel instead).
   int rows = 0;
 };
 void set_tuning(const Tuning& t) noexcept;

@@ -171,24 +171,19 @@ Case sized(Case c, std::int64_t nnz) {
 // kernel for e4m3fn, else the vector kernel's large teams), staged (over a
 // wave; R 64 of D 128: the rows kernel for e4m3fn) and generic (a
 // non-rotary part of 8 elements, not a whole vector unit).
+// The rows kernel's path for e4m3fn outputs where the vendor layer builds it
+// (these shapes are specialised), else `other`.
+gpu::Path rows_or(DType out, gpu::Path other) {
+  return out == DType::kFloat8E4M3FN && gpu::kRowsKernel ? gpu::Path::kRows : other;
+}
 std::vector<Case> path_cases(DType in, DType out, int sms_lo, int sms_hi, std::uint64_t seed) {
   const Gqa large = shape(8, 2, 128, 0, in, out), staged = shape(8, 2, 64, 64, in, out);
   const std::int64_t mid_wave = (capacity(sms_hi) / 2 + capacity(sms_lo)) / 2;
   return {
       sized(Case{"decode", gpu::Path::kDecode, shape(8, 1, 64, 0, in, out), seed}, 64),
-      // (Specialised shapes without non-rotary parts take the rows kernel
-      // for every launch past the decode kernel's, where it is built.)
-      sized(Case{"large-launch",
-                 out == DType::kFloat8E4M3FN && gpu::kRowsKernel ? gpu::Path::kRows
-                                                                 : gpu::Path::kVector,
-                 large, seed + 1},
+      sized(Case{"large-launch", rows_or(out, gpu::Path::kVector), large, seed + 1},
             mid_wave / decode_threads_per_token(large)),
-      // (R 64 of D 128 with e4m3fn out is a specialised shape: the rows
-      // kernel where the vendor layer builds it.)
-      sized(Case{"staged",
-                 out == DType::kFloat8E4M3FN && gpu::kRowsKernel ? gpu::Path::kRows
-                                                                 : gpu::Path::kStaged,
-                 staged, seed + 2},
+      sized(Case{"staged", rows_or(out, gpu::Path::kStaged), staged, seed + 2},
             capacity(sms_hi) * 5 / 4 / decode_threads_per_token(staged)),
       sized(Case{"generic", gpu::Path::kGeneric, shape(4, 2, 32, 8, in, out), seed + 3}, 300),
   };

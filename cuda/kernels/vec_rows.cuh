@@ -152,8 +152,8 @@ __device__ __forceinline__ void rows_token(const LaunchParams& p, const Divisors
 // Teams of g.team threads (rows_team), one token per team at a time
 // (grid-stride over tokens); while the current token's units are in flight,
 // the index entries of the token after next and the next token's first
-// page-table look-up are on their way (at most 4% faster than loading only
-// the next token's entries, slot mapping too).
+// page-table look-up are on their way (faster than loading only the next
+// token's entries, slot mapping too: perf/RESULTS.md).
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, bool kOne, int kIeee>
 __device__ __forceinline__ void rows_tokens(const LaunchParams& p, const VecGeometry& g,
                                             const Divisors& d) {
