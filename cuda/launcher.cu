@@ -342,68 +342,99 @@ DecodeLayout decode_layout(const VecGeometry& g, std::uint32_t hq, bool by_part)
   return d;
 }
 
+// Whether every stride of p fits in 32 bits (the decode kernel's, DecodePart).
+bool strides_fit32(const LaunchParams& p) {
+  const auto fits = [](std::int64_t s) { return s >= INT32_MIN && s <= INT32_MAX; };
+  for (const HeadTensor* t :
+       {&p.q_rope, &p.k_rope, &p.q_nope, &p.k_nope, &p.v, &p.q_rope_out, &p.q_nope_out})
+    if (!fits(t->token_stride) || !fits(t->head_stride)) return false;
+  for (const CacheTensor* c : {&p.k_cache_rope, &p.k_cache_nope, &p.v_cache})
+    for (const std::int64_t s : c->stride)
+      if (!fits(s)) return false;
+  return true;
+}
+// Whether the decode kernel can take p: its strides in 32 bits and a part's
+// units in 16 (DecodePart).
+bool decode_fits(const LaunchParams& p, const VecGeometry& g) {
+  if (!strides_fit32(p)) return false;
+  std::uint32_t units[kParts];
+  part_units(g, std::uint32_t(p.num_q_heads), units);
+  for (const std::uint32_t u : units)
+    if (u > 0xffffu) return false;
+  return true;
+}
+
 // The decode kernel's view of p (see DecodeParams), every field written in
 // place, in two parts as lowering has them (core/src/lower.cpp): the shape
 // (host scales become divisors here, once per decision) and the step's data.
 void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, bool by_part, DecodeParams& d) {
-  d.addressing = p.addressing;
+  d.units = g.units;
+  d.rot_units = g.rot_units;
+  d.q_nope_end = g.q_nope_end;
+  d.k_nope_end = g.k_nope_end;
+  d.rot_sub = g.rot_sub;
+  d.nope_sub = g.nope_sub;
+  d.v_sub = g.v_sub;
+  d.num_q_heads = std::uint32_t(p.num_q_heads);
   d.page_shift = p.page_shift;
-  d.page_size = p.page_size;
-  d.checked = p.checked;
   d.early_indices = p.pdl && p.early_indices;
+  d.checked = p.checked;
+  d.style = std::uint8_t(p.style);
+  d.addressing = std::uint8_t(p.addressing);
+  d.cos_row_bytes = p.cos_row_stride * p.cos.bytes;
+  const DecodeLayout layout = decode_layout(g, std::uint32_t(p.num_q_heads), by_part);
+  d.warp_k = layout.warp_begin[kRotK];
+  d.warp_v = layout.warp_begin[kValue];
+  const IndexArray* arrays[6] = {&p.slot_mapping, &p.positions, &p.batch_indices,
+                                 &p.kv_positions, &p.kv_indptr, &p.kv_indices};
+  for (int i = 0; i < 6; ++i) d.i64[i] = arrays[i]->i64;
+  d.page_size = p.page_size;
   d.num_pages = p.num_pages;
   d.max_pos = p.max_pos;
-  d.cos_row_bytes = p.cos_row_stride * p.cos.bytes;
-  d.style = p.style;
-  d.num_q_heads = std::uint32_t(p.num_q_heads);
-  const DecodeLayout layout = decode_layout(g, std::uint32_t(p.num_q_heads), by_part);
-  std::memcpy(d.warp_begin, layout.warp_begin, sizeof d.warp_begin);
-  std::memcpy(d.units, layout.units, sizeof d.units);
   const ScaleParam* scales[3] = {&p.q_scale, &p.k_scale, &p.v_scale};  // by scale_index
-  for (int i = 0; i < 3; ++i) {
-    d.div[i] = scales[i]->divisor_of(scales[i]->value);
-    d.convention[i] = scales[i]->convention;
-  }
-  d.g = g;
-  auto rows = [&d](std::uint32_t part, const HeadTensor& in, std::int64_t s0, std::int64_t s1,
-                   std::int64_t s2) {
-    d.src_token[part] = in.token_stride;
-    d.src_head[part] = in.head_stride;
-    d.dst_page[part] = s0;
-    d.dst_entry[part] = s1;
-    d.dst_head[part] = s2;
+  auto part = [&](std::uint32_t i, const HeadTensor& in, std::int64_t s0, std::int64_t s1,
+                  std::int64_t s2) {
+    DecodePart& r = d.part[i];
+    const ScaleParam& sc = *scales[scale_index(i)];
+    r.div = sc.divisor_of(sc.value);
+    r.multiply = sc.convention == ScaleConvention::kMultiply ? 1 : 0;
+    r.units = std::uint16_t(layout.units[i]);
+    r.src_token = std::int32_t(in.token_stride);  // (decode_fits)
+    r.src_head = std::int32_t(in.head_stride);
+    r.dst_page = std::int32_t(s0);
+    r.dst_entry = std::int32_t(s1);
+    r.dst_head = std::int32_t(s2);
   };
-  rows(kRotQ, p.q_rope, p.q_rope_out.token_stride, 0, p.q_rope_out.head_stride);
-  rows(kRotK, p.k_rope, p.k_cache_rope.stride[0], p.k_cache_rope.stride[1],
+  part(kRotQ, p.q_rope, p.q_rope_out.token_stride, 0, p.q_rope_out.head_stride);
+  part(kRotK, p.k_rope, p.k_cache_rope.stride[0], p.k_cache_rope.stride[1],
        p.k_cache_rope.stride[2]);
-  rows(kNopeQ, p.q_nope, p.q_nope_out.token_stride, 0, p.q_nope_out.head_stride);
-  rows(kNopeK, p.k_nope, p.k_cache_nope.stride[0], p.k_cache_nope.stride[1],
+  part(kNopeQ, p.q_nope, p.q_nope_out.token_stride, 0, p.q_nope_out.head_stride);
+  part(kNopeK, p.k_nope, p.k_cache_nope.stride[0], p.k_cache_nope.stride[1],
        p.k_cache_nope.stride[2]);
-  rows(kValue, p.v, p.v_cache.stride[0], p.v_cache.stride[1], p.v_cache.stride[2]);
+  part(kValue, p.v, p.v_cache.stride[0], p.v_cache.stride[1], p.v_cache.stride[2]);
 }
 void fill_decode_data(const LaunchParams& p, DecodeParams& d) {
-  d.slot_mapping = p.slot_mapping;
-  d.batch_indices = p.batch_indices;
-  d.kv_positions = p.kv_positions;
-  d.positions = p.positions;
-  d.kv_indptr = p.kv_indptr;
-  d.kv_indices = p.kv_indices;
+  d.slot_mapping = p.slot_mapping.data;
+  d.batch_indices = p.batch_indices.data;
+  d.kv_positions = p.kv_positions.data;
+  d.positions = p.positions.data;
+  d.kv_indptr = p.kv_indptr.data;
+  d.kv_indices = p.kv_indices.data;
   d.batch_size = p.batch_size;
   d.num_kv_indices = p.num_kv_indices;
   d.skipped_tokens = p.skipped_tokens;
   d.cos_sin = p.cos_sin;
-  d.scale_ptr[0] = p.q_scale.device;  // by scale_index
-  d.scale_ptr[1] = p.k_scale.device;
-  d.scale_ptr[2] = p.v_scale.device;
-  auto rows = [&d](std::uint32_t part, const HeadTensor& in, char* out) {
-    d.src[part] = in.data;
-    d.dst[part] = out;
+  const ScaleParam* scales[3] = {&p.q_scale, &p.k_scale, &p.v_scale};  // by scale_index
+  auto part = [&](std::uint32_t i, const HeadTensor& in, char* out) {
+    d.part[i].src = in.data;
+    d.part[i].dst = out;
+    d.part[i].scale_ptr = scales[scale_index(i)]->device;
   };
-  rows(kRotQ, p.q_rope, p.q_rope_out.data);
-  rows(kRotK, p.k_rope, p.k_cache_rope.data);
-  rows(kNopeQ, p.q_nope, p.q_nope_out.data);
-  rows(kNopeK, p.k_nope, p.k_cache_nope.data);
-  rows(kValue, p.v, p.v_cache.data);
+  part(kRotQ, p.q_rope, p.q_rope_out.data);
+  part(kRotK, p.k_rope, p.k_cache_rope.data);
+  part(kNopeQ, p.q_nope, p.q_nope_out.data);
+  part(kNopeK, p.k_nope, p.k_cache_nope.data);
+  part(kValue, p.v, p.v_cache.data);
 }
 
 // The bulk kernel's view of p's inputs (see BulkPlan), for `tokens_max`
@@ -609,7 +640,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   bool staged = false;
   VecGeometry g = geometry(p, sms, &staged);
   // Decode: the whole one-unit-per-thread grid resident at once.
-  if (tune.decode >= 0 && p.nnz <= 65535) {
+  if (tune.decode >= 0 && p.nnz <= 65535 && decode_fits(p, g)) {
     bool by_part = false;
     const void* kernel = pick_vec<VecFamily::kDecode>(p, &by_part);
     const DecodeLayout d = decode_layout(g, std::uint32_t(p.num_q_heads), by_part);
@@ -708,9 +739,10 @@ struct DecisionKey {
   std::int64_t nnz, num_q_heads, num_kv_heads, rotary_dim, nope_dim, v_dim;
   std::int32_t dev, tune_decode, tune_trigger, page_shift;
   std::int32_t in, q_out, cache, cos, addressing;
-  std::uint32_t flags;  // vector-eligible, checked, the index arrays' widths, tuning bulk, rows
+  std::uint32_t flags;  // vector-eligible, checked, the index arrays' widths, tuning bulk, rows,
+                        // strides beyond 32 bits
 };
-constexpr std::uint32_t kKeyBulk = 256, kKeyRows = 512, kKeyNoRows = 1024;
+constexpr std::uint32_t kKeyBulk = 256, kKeyRows = 512, kKeyNoRows = 1024, kKeyWide = 2048;
 static_assert(std::has_unique_object_representations_v<DecisionKey>,
               "DecisionKey must have no padding (compared with memcmp)");
 
@@ -736,7 +768,7 @@ DecisionKey decision_key(const LaunchParams& p, int dev, const Tuning& tune) {
             (p.batch_indices.i64 ? 16u : 0u) | (p.kv_positions.i64 ? 32u : 0u) |
             (p.kv_indptr.i64 ? 64u : 0u) | (p.kv_indices.i64 ? 128u : 0u) |
             (tune.bulk > 0 ? kKeyBulk : 0u) | (tune.rows > 0 ? kKeyRows : 0u) |
-            (tune.rows < 0 ? kKeyNoRows : 0u);
+            (tune.rows < 0 ? kKeyNoRows : 0u) | (strides_fit32(p) ? 0u : kKeyWide);
   return k;
 }
 

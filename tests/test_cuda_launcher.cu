@@ -123,10 +123,16 @@ TEST(CudaLauncher, DecisionCacheFollowsWhatTheDecisionReads) {
   EXPECT_EQ(again.grid.y, first.grid.y);
   EXPECT_EQ(again.params, &moved);
   EXPECT_EQ(again.stream, reinterpret_cast<gpu::Stream>(moved.stream));
-  EXPECT_EQ(again.decode.src[0], moved.q_rope.data);
-  EXPECT_EQ(again.decode.dst[0], moved.q_rope_out.data);
-  EXPECT_EQ(again.decode.positions.data, moved.positions.data);
-  EXPECT_EQ(again.decode.div[0].recip, 2.0f);
+  EXPECT_EQ(again.decode.part[0].src, moved.q_rope.data);
+  EXPECT_EQ(again.decode.part[0].dst, moved.q_rope_out.data);
+  EXPECT_EQ(again.decode.positions, moved.positions.data);
+  EXPECT_EQ(again.decode.part[0].div.recip, 2.0f);
+
+  // A cache page stride beyond 32 bits: not the decode kernel (its strides
+  // are 32-bit), a vector kernel.
+  LaunchParams wide = params(8, base);
+  wide.v_cache.stride[0] = std::int64_t(1) << 32;
+  EXPECT_EQ(decide(wide).path, gpu::Path::kVector);
 
   // A query input one element off 16 bytes: not vector-eligible, the
   // generic kernel, although nothing else changed.
@@ -171,7 +177,7 @@ TEST(CudaLauncher, DecodeLayoutByForm) {
   EXPECT_FALSE(slot.decode_by_part);
   EXPECT_EQ(slot.block.x, 64u);
   EXPECT_EQ(slot.grid.x, 1u);
-  EXPECT_EQ(slot.decode.g.units, 40u);
+  EXPECT_EQ(slot.decode.units, 40u);
 
   const gpu::PreparedLaunch table = decide(page_table_params(8, base));
   ASSERT_EQ(table.path, gpu::Path::kDecode);
@@ -179,9 +185,10 @@ TEST(CudaLauncher, DecodeLayoutByForm) {
   EXPECT_EQ(table.block.x, 96u);
   EXPECT_EQ(table.grid.x, 1u);
   EXPECT_EQ(table.grid.y, 8u);
-  const std::uint32_t units[5] = {32, 4, 0, 0, 4}, warp_begin[6] = {0, 1, 2, 2, 2, 3};
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(table.decode.units[i], units[i]) << "part " << i;
-  for (int i = 0; i < 6; ++i) EXPECT_EQ(table.decode.warp_begin[i], warp_begin[i]) << i;
+  const std::uint32_t units[5] = {32, 4, 0, 0, 4};
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(table.decode.part[i].units, units[i]) << "part " << i;
+  EXPECT_EQ(table.decode.warp_k, 1u);
+  EXPECT_EQ(table.decode.warp_v, 2u);
   EXPECT_NE(table.kernel, slot.kernel);
 
   // With non-rotary parts (here N = 64: a shape with its own specialisation)
@@ -220,15 +227,14 @@ TEST(CudaLauncher, KeptDecisionFollowsTokenCountAlignmentAndData) {
     EXPECT_EQ(a.params, b.params);
     EXPECT_EQ(a.stream, b.stream);
     if (a.path != gpu::Path::kDecode) return;  // the decode parameters are not read
-    EXPECT_EQ(std::memcmp(&a.decode.src, &b.decode.src, sizeof a.decode.src), 0);
-    EXPECT_EQ(std::memcmp(&a.decode.dst, &b.decode.dst, sizeof a.decode.dst), 0);
-    EXPECT_EQ(a.decode.positions.data, b.decode.positions.data);
-    EXPECT_EQ(a.decode.slot_mapping.data, b.decode.slot_mapping.data);
+    EXPECT_EQ(std::memcmp(&a.decode.part, &b.decode.part, sizeof a.decode.part), 0);
+    EXPECT_EQ(a.decode.positions, b.decode.positions);
+    EXPECT_EQ(a.decode.slot_mapping, b.decode.slot_mapping);
     EXPECT_EQ(a.decode.cos_sin, b.decode.cos_sin);
-    EXPECT_EQ(a.decode.g.units, b.decode.g.units);
+    EXPECT_EQ(a.decode.units, b.decode.units);
     EXPECT_EQ(a.decode_by_part, b.decode_by_part);
-    EXPECT_EQ(std::memcmp(&a.decode.warp_begin, &b.decode.warp_begin, sizeof a.decode.warp_begin),
-              0);
+    EXPECT_EQ(a.decode.warp_k, b.decode.warp_k);
+    EXPECT_EQ(a.decode.warp_v, b.decode.warp_v);
   };
   const LaunchParams first = params(8, base);
   const gpu::PreparedLaunch a = kept(first);
@@ -239,7 +245,7 @@ TEST(CudaLauncher, KeptDecisionFollowsTokenCountAlignmentAndData) {
   moved.stream = reinterpret_cast<void*>(std::uintptr_t(0x1230));
   const gpu::PreparedLaunch b = kept(moved);
   expect_same(b, decide(moved));
-  EXPECT_EQ(b.decode.src[0], moved.q_rope.data);
+  EXPECT_EQ(b.decode.part[0].src, moved.q_rope.data);
   // Misaligned rows, another token count, a large launch, and back.
   LaunchParams misaligned = params(8, base);
   misaligned.q_rope.data += 2;

@@ -2,6 +2,8 @@
 // at once with one unit per thread, the shortest chain of dependent loads.
 #pragma once
 
+#include <type_traits>
+
 #include "cuda/kernels/vec_unit.cuh"
 
 namespace ropekv {
@@ -47,42 +49,113 @@ constexpr int kDecodeMinBlocks = ROPEKV_DECODE_MIN_BLOCKS;
 // step 1; with it, steps 1 and 2 but the input loads happen before the wait,
 // the input loads and the stores after it.
 
-// The decode kernel's parameters: what it reads, in the order it first reads
-// them (the geometry and flags, the index arrays, the unit's input and
-// scale, cos/sin, the page look-ups, the output), so that the lines of the
-// parameter bank come in as they are needed. The index-resolution members
-// carry LaunchParams' names (load_token_indices, finish_plan).
+// One row part's parameters (kRotQ .. kValue), 64 bytes: one line of the
+// constant cache, so a warp's part costs it one line, fetched by the first
+// of these reads and hit by the rest (the destination's, read last). Input
+// rows of 2-byte elements, outputs of 1-byte elements: query outputs
+// addressed as (token, 0, head), caches as (page, entry, head) through the
+// one cache_offset formula. Strides in elements, 32-bit (the launcher takes
+// the decode path only where they fit: decode_fits).
+struct DecodePart {
+  const char* src = nullptr;
+  char* dst = nullptr;
+  const float* scale_ptr = nullptr;  // device scale (null: div)
+  ScaleDivisor div = {};             // host scale's divisor, made on the host
+  std::int32_t src_token = 0, src_head = 0;
+  std::int32_t dst_page = 0, dst_entry = 0, dst_head = 0;
+  std::uint16_t units = 0;    // by part: the part's units a token
+  std::uint8_t multiply = 0;  // device scale's convention: 1 kMultiply
+  std::uint8_t pad_ = 0;
+};
+static_assert(sizeof(DecodePart) == 64, "a part's parameters fill one 64-byte line");
+
+// The decode kernel's parameters, laid out by when a thread first reads them,
+// in 64-byte lines of the parameter bank: a warp stalls on each line it first
+// reads with an immediate operand (perf/RESULTS.md), so the lines a token's
+// chain needs before its loads are as few as can be:
+//  * the header (48 bytes: on sm_90 the parameters start at bank offset
+//    0x210, so it ends the first line): the layout's unit counts and flags;
+//  * one line: the index arrays and the cos/sin table, every fixed form's
+//    first loads;
+//  * one line a row part (DecodePart);
+//  * what only the run-time index form reads (widths, bounds, the counter).
+// The index-resolution members carry LaunchParams' names (load_token_indices,
+// finish_plan) in the views index_view makes.
 struct DecodeParams {
-  VecGeometry g = {};
-  std::uint32_t num_q_heads = 0;
-  bool checked = false;
+  // The first line: what a token's first loads need (the bank's first line,
+  // read at every kernel's start, holds it too). Packed layout: units; by
+  // part: the first warps of the key and the value part (the query part's
+  // is 0).
+  const void* slot_mapping = nullptr;
+  const void* positions = nullptr;
+  const void* batch_indices = nullptr;
+  const void* kv_positions = nullptr;
+  std::uint32_t units = 0;
+  std::uint32_t warp_k = 0, warp_v = 0;
   bool early_indices = false;
-  Addressing addressing = Addressing::kSlotMapping;
-  IndexArray slot_mapping, positions, batch_indices, kv_positions, kv_indptr, kv_indices;
-  // Per row part (kRotQ .. kValue): its input rows (2-byte elements, token
-  // and head strides) and where its output rows are (1-byte elements), with
-  // query outputs addressed as (token, 0, head) and caches as (page, entry,
-  // head) through the one cache_offset formula. One array per field, read
-  // where it is used.
-  const char* src[kParts] = {};
-  std::int64_t src_token[kParts] = {}, src_head[kParts] = {};
-  ScaleDivisor div[3] = {};            // host scales (by scale_index), made on the host
-  const float* scale_ptr[3] = {};      // device scales (null: use div)
-  ScaleConvention convention[3] = {};  // of the device scales
+  bool checked = false;
+  std::uint8_t style = 0;       // RopeStyle
+  std::uint8_t addressing = 0;  // Addressing
+  // The second: the packed layout's unit boundaries (VecGeometry's), the
+  // cos/sin table, the page look-ups.
+  std::uint32_t rot_units = 0, q_nope_end = 0, k_nope_end = 0;
+  std::uint32_t num_q_heads = 0;
+  std::uint32_t rot_sub = 0, nope_sub = 0, v_sub = 0;  // read where kR == 0
+  std::int32_t page_shift = -1;
   const char* cos_sin = nullptr;
   std::int64_t cos_row_bytes = 0;
-  RopeStyle style = RopeStyle::kNeox;
-  int page_shift = -1;
+  const void* kv_indptr = nullptr;
+  const void* kv_indices = nullptr;
+  DecodePart part[kParts] = {};
+  // The run-time form's: index widths (slot_mapping .. kv_indices), bounds.
+  bool i64[6] = {};
   std::int64_t page_size = 0;
   std::int64_t batch_size = 0, num_kv_indices = 0, num_pages = 0, max_pos = 0;
   unsigned long long* skipped_tokens = nullptr;
-  char* dst[kParts] = {};
-  std::int64_t dst_page[kParts] = {}, dst_entry[kParts] = {}, dst_head[kParts] = {};
-  // By part: a token's warps [warp_begin[P], warp_begin[P + 1]) take part
-  // P's units[P] units (last: the packed layout does not read them).
-  std::uint32_t warp_begin[kParts + 1] = {};
-  std::uint32_t units[kParts] = {};
+
+  // The unit geometry the shared unit helpers take.
+  __device__ __forceinline__ VecGeometry geometry() const {
+    VecGeometry g = {};
+    g.rot_sub = rot_sub;
+    g.nope_sub = nope_sub;
+    g.v_sub = v_sub;
+    g.rot_units = rot_units;
+    g.q_nope_end = q_nope_end;
+    g.k_nope_end = k_nope_end;
+    g.units = units;
+    return g;
+  }
 };
+static_assert(offsetof(DecodeParams, rot_units) == 48 && offsetof(DecodeParams, part) == 112,
+              "the header ends the bank's first line, each later group starts a line");
+
+// Field m of part i's parameters: an indexed parameter load where the vendor
+// addresses the parameter bank (kParamsAddressable); else every part's value
+// is read first and one of them picked (a pick among the members' addresses
+// makes the AMDGPU compiler copy the parameters to scratch memory).
+template <class T>
+__device__ __forceinline__ T part_field(const DecodeParams& p, std::uint32_t i, T DecodePart::*m) {
+  if constexpr (kParamsAddressable) {
+    return p.part[i].*m;
+  } else if constexpr (std::is_same_v<T, ScaleDivisor>) {
+    float d[kParts], r[kParts], c[kParts];
+    std::uint32_t mode[kParts];
+#pragma unroll
+    for (std::uint32_t k = 0; k < kParts; ++k) {
+      const ScaleDivisor& v = p.part[k].*m;
+      d[k] = v.divisor;
+      r[k] = v.recip;
+      c[k] = v.correct;
+      mode[k] = v.mode;
+    }
+    return ScaleDivisor{d[i], r[i], c[i], mode[i]};
+  } else {
+    T v[kParts];
+#pragma unroll
+    for (std::uint32_t k = 0; k < kParts; ++k) v[k] = p.part[k].*m;
+    return v[i];
+  }
+}
 
 // The index forms of the decode kernel: any (read from DecodeParams at run
 // time), or one of the two common forms fixed at compile time, so that a
@@ -92,8 +165,16 @@ struct DecodeParams {
 // power-of-two page size.
 enum : int { kIndexAny = 0, kIndexSlot64 = 1, kIndexTable32 = 2 };
 
-// The members load_token_indices, plan_begin and finish_plan read, for a fixed form:
-// index arrays of fixed widths, no checks.
+// The members load_token_indices, plan_begin and finish_plan read: for the
+// run-time form, DecodeParams' own; for a fixed form, index arrays of fixed
+// widths, no checks.
+struct AnyIndex {
+  Addressing addressing;
+  bool checked;
+  IndexArray slot_mapping, batch_indices, kv_positions, positions, kv_indptr, kv_indices;
+  int page_shift;
+  std::int64_t page_size, batch_size, num_kv_indices, num_pages, max_pos;
+};
 template <int kForm>
 struct FixedIndex {
   static constexpr Addressing addressing =
@@ -107,7 +188,6 @@ struct FixedIndex {
   FixedIndexArray<false> kv_indptr;
   FixedIndexArray<false> kv_indices;
   int page_shift;
-  std::int64_t page_size;
 };
 // A fixed form's page size is a power of two: (page, entry) by shift and
 // mask (the overload finish_plan finds for FixedIndex).
@@ -115,20 +195,30 @@ template <int kForm>
 __device__ __forceinline__ PageEntry page_of(const FixedIndex<kForm>& p, std::int64_t slot) {
   PageEntry pe;
   pe.page = slot >> p.page_shift;
-  pe.entry = slot & (p.page_size - 1);
+  pe.entry = slot & ((std::int64_t(1) << p.page_shift) - 1);
   return pe;
 }
-// The members the index resolution (load_token_indices, plan_begin,
-// finish_plan) reads, in form kForm: the parameters themselves for
-// kIndexAny, else their fixed-width view.
+// The index resolution's view of p in form kForm.
 template <int kForm>
-__device__ __forceinline__ decltype(auto) index_view(const DecodeParams& p) {
+__device__ __forceinline__ auto index_view(const DecodeParams& p) {
   if constexpr (kForm == kIndexAny) {
-    return (p);  // a reference: the parameters, not a copy
+    return AnyIndex{Addressing(p.addressing),
+                    p.checked,
+                    {p.slot_mapping, p.i64[0]},
+                    {p.batch_indices, p.i64[2]},
+                    {p.kv_positions, p.i64[3]},
+                    {p.positions, p.i64[1]},
+                    {p.kv_indptr, p.i64[4]},
+                    {p.kv_indices, p.i64[5]},
+                    p.page_shift,
+                    p.page_size,
+                    p.batch_size,
+                    p.num_kv_indices,
+                    p.num_pages,
+                    p.max_pos};
   } else {
-    return FixedIndex<kForm>{
-        {p.slot_mapping.data}, {p.batch_indices.data}, {p.kv_positions.data}, {p.positions.data},
-        {p.kv_indptr.data},    {p.kv_indices.data},    p.page_shift,          p.page_size};
+    return FixedIndex<kForm>{{p.slot_mapping}, {p.batch_indices}, {p.kv_positions}, {p.positions},
+                             {p.kv_indptr},    {p.kv_indices},    p.page_shift};
   }
 }
 
@@ -148,60 +238,65 @@ template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm, st
 __device__ __forceinline__ void decode_unit(const DecodeParams& p, std::uint32_t w,
                                             std::int64_t t) {
   using S = ShapeOf<kR, kN, kDv>;
-  if (w >= (P == kAnyPart ? p.g.units : p.units[P])) return;
-  if (!p.early_indices) dependency_wait();
+  const VecGeometry g = p.geometry();
+  if (__builtin_expect(!p.early_indices, 1)) dependency_wait();
   // 1. The token's index entries (the head of the chain), then the unit's
-  //    input address and scale, which do not depend on them.
-  const TokenIndices ix = load_token_indices(index_view<kForm>(p), t);
+  //    part, input address and scale, which do not depend on them.
+  const auto iv = index_view<kForm>(p);
+  const TokenIndices ix = load_token_indices(iv, t);
+  if (w >= (P == kAnyPart ? p.units : std::uint32_t(p.part[P].units))) return;
   UnitRef r;
   if constexpr (P == kAnyPart) {
-    r = unit_ref<kR, kN, kDv>(p.g, p.num_q_heads, w);
+    r = unit_ref<kR, kN, kDv>(g, p.num_q_heads, w);
   } else {
-    const std::uint32_t subs = part_half<kR, kN, kDv>(p.g, P) / 8;  // units a row
+    const std::uint32_t subs = part_half<kR, kN, kDv>(g, P) / 8;  // units a row
     r.part = P;
     r.head = w / subs;
     r.sub = w - r.head * subs;
   }
+  // The part's fields, each read where it is used (P: at compile time).
+  const std::uint32_t pi = P == kAnyPart ? r.part : P;
+  const auto field = [&](auto DecodePart::*m) { return part_field(p, pi, m); };
   const uint4* x = reinterpret_cast<const uint4*>(
-      param_at(p.src, r.part) +
-      head_offset(t, r.head, param_at(p.src_token, r.part), param_at(p.src_head, r.part)) * 2);
-  const std::uint32_t half = part_half<kR, kN, kDv>(p.g, r.part);
+      field(&DecodePart::src) +
+      head_offset(t, r.head, field(&DecodePart::src_token), field(&DecodePart::src_head)) * 2);
+  const std::uint32_t half = part_half<kR, kN, kDv>(g, r.part);
   uint4 va = {}, vb = {};
-  const std::uint32_t which = scale_index(r.part);
-  ScaleDivisor div = param_at(p.div, which);
-  const float* scale_ptr = param_at(p.scale_ptr, which);
+  ScaleDivisor div = field(&DecodePart::div);
+  const float* scale_ptr = field(&DecodePart::scale_ptr);
   const float dev_scale = scale_ptr != nullptr ? *scale_ptr : 0.f;
   // 2. Not padding: kv_indptr[b] (page tables), the unit's inputs, its
   //    cos/sin (checked mode: position in range first), the page entry.
-  if (ix.key < 0) return;
+  if (__builtin_expect(ix.key < 0, 0)) return;
   const bool cache = cache_part(r.part);
   // Page tables: kv_indptr[b] heads the longest chain. A query part's body
   // skips the look-ups (the fixed forms are unchecked).
   const bool plan_needed = P == kAnyPart || kForm == kIndexAny || cache;
-  const std::int64_t begin = plan_needed ? plan_begin(index_view<kForm>(p), ix) : 0;
-  if (!p.early_indices) {
+  const std::int64_t begin = plan_needed ? plan_begin(iv, ix) : 0;
+  if (__builtin_expect(!p.early_indices, 1)) {
     va = load_readonly(x + r.sub);
     vb = load_readonly(x + half / 8 + r.sub);
   }
   const bool rotary = r.part <= kRotK;
   float cv[8] = {}, sv[8] = {};
-  const bool pos_ok = !p.checked || position_in_range(p, ix.pos);
+  const bool pos_ok = !iv.checked || position_in_range(iv, ix.pos);
+  const RopeStyle style = RopeStyle(p.style);
   if (rotary && pos_ok)
-    load_unit_cos<Cos>(p.style, S::rot_half(p.g), p.cos_sin + ix.pos * p.cos_row_bytes, r.sub, cv,
-                       sv);
-  if (scale_ptr != nullptr)  // while the cos/sin loads fly
-    div = make_divisor(dev_scale, param_at(p.convention, which));
+    load_unit_cos<Cos>(style, S::rot_half(g), p.cos_sin + ix.pos * p.cos_row_bytes, r.sub, cv, sv);
+  if (__builtin_expect(scale_ptr != nullptr, 0))  // while the cos/sin loads fly
+    div = make_divisor(dev_scale, field(&DecodePart::multiply) != 0 ? ScaleConvention::kMultiply
+                                                                    : ScaleConvention::kDivide);
   TokenPlan plan;
   plan.write = true;
-  if (plan_needed) plan = finish_plan(index_view<kForm>(p), ix, begin);
-  if (!plan.write) {
+  if (plan_needed) plan = finish_plan(iv, ix, begin);
+  if (__builtin_expect(!plan.write, 0)) {
     // Counted once a token: by its first unit (every unit plans where a
     // token can be bad).
     const bool first = P == kAnyPart ? w == 0 : blockIdx.x == 0 && threadIdx.x == 0;
     if (plan.bad && first && p.skipped_tokens != nullptr) atomicAdd(p.skipped_tokens, 1ull);
     return;
   }
-  if (p.early_indices) {
+  if (__builtin_expect(p.early_indices, 0)) {
     dependency_wait();
     va = load_readonly(x + r.sub);
     vb = load_readonly(x + half / 8 + r.sub);
@@ -209,10 +304,10 @@ __device__ __forceinline__ void decode_unit(const DecodeParams& p, std::uint32_t
   // 3. The codes, then the address (a page-table entry may still be in
   //    flight while they are computed), then the stores.
   uint2 lo, hi;
-  encode_unit<In, Out>(p.style, rotary, div, va, vb, cv, sv, lo, hi);
-  const std::int64_t dst_stride[3] = {param_at(p.dst_page, r.part), param_at(p.dst_entry, r.part),
-                                      param_at(p.dst_head, r.part)};
-  char* dst = param_at(p.dst, r.part) +
+  encode_unit<In, Out>(style, rotary, div, va, vb, cv, sv, lo, hi);
+  const std::int64_t dst_stride[3] = {field(&DecodePart::dst_page), field(&DecodePart::dst_entry),
+                                      field(&DecodePart::dst_head)};
+  char* dst = field(&DecodePart::dst) +
               cache_offset(cache ? plan.page : t, cache ? plan.entry : 0, r.head, dst_stride);
   store_unit(dst, half, r.sub, lo, hi);
 }
@@ -230,15 +325,13 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
     const std::int64_t t = blockIdx.y;
     dependents_launch();
     const std::uint32_t wi = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // of the token
-    const auto unit = [&](std::uint32_t part) {
-      return (wi - p.warp_begin[part]) * 32 + threadIdx.x % 32;
-    };
-    if (wi < p.warp_begin[kRotK])
-      decode_unit<In, Out, Cos, kR, kN, kDv, kForm, kRotQ>(p, unit(kRotQ), t);
-    else if (wi < p.warp_begin[kNopeQ])
-      decode_unit<In, Out, Cos, kR, kN, kDv, kForm, kRotK>(p, unit(kRotK), t);
+    const std::uint32_t lane = threadIdx.x % 32;
+    if (wi < p.warp_k)
+      decode_unit<In, Out, Cos, kR, kN, kDv, kForm, kRotQ>(p, wi * 32 + lane, t);
+    else if (wi < p.warp_v)
+      decode_unit<In, Out, Cos, kR, kN, kDv, kForm, kRotK>(p, (wi - p.warp_k) * 32 + lane, t);
     else  // (and the last block's warps past the token's: no unit)
-      decode_unit<In, Out, Cos, kR, kN, kDv, kForm, kValue>(p, unit(kValue), t);
+      decode_unit<In, Out, Cos, kR, kN, kDv, kForm, kValue>(p, (wi - p.warp_v) * 32 + lane, t);
   }
 }
 

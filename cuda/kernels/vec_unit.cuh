@@ -117,7 +117,8 @@ __device__ __forceinline__ uint2 encode8_with(const float (&v)[8], ScaleDivisor 
 }
 template <DType Out>
 __device__ __forceinline__ uint2 encode8(const float (&v)[8], ScaleDivisor scale) {
-  return needs_ieee(scale) ? encode8_with<Out, true>(v, scale) : encode8_with<Out, false>(v, scale);
+  return __builtin_expect(needs_ieee(scale), 0) ? encode8_with<Out, true>(v, scale)
+                                                : encode8_with<Out, false>(v, scale);
 }
 // kIeee < 0: encode8 (the form tested here); 0 or 1: the form the caller
 // tested once for every divisor it uses.
@@ -273,7 +274,7 @@ __device__ __forceinline__ void load_unit_cos(RopeStyle style, std::uint32_t rot
                                               const char* cs, std::uint32_t sub, float (&cv)[8],
                                               float (&sv)[8]) {
   const std::int64_t half = rot_half;
-  if (style == RopeStyle::kNeox) {
+  if (__builtin_expect(style == RopeStyle::kNeox, 1)) {
     load_cos8<Cos>(cs, 8 * std::int64_t(sub), cv);
     load_cos8<Cos>(cs, half + 8 * std::int64_t(sub), sv);
   } else {
@@ -305,7 +306,7 @@ __device__ __forceinline__ void encode_unit(RopeStyle style, bool rotary, ScaleD
   decode8<In>(vb, b);
   if (rotary) {
     float ya[8], yb[8];
-    if (style == RopeStyle::kNeox) {
+    if (__builtin_expect(style == RopeStyle::kNeox, 1)) {
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         const RotatedPair r = rotate_pair(a[e], b[e], cv[e], sv[e]);
@@ -346,8 +347,10 @@ __device__ __forceinline__ void store_unit(char* dst, std::uint32_t half, std::u
 static_assert(kRotQ % 2 == 0 && kNopeQ % 2 == 0 && kRotK % 2 == 1 && kNopeK % 2 == 1 &&
                   kValue > kNopeK,
               "scale_index tests the parts' low bit");
-__device__ __forceinline__ bool is_key_part(std::uint32_t part) { return (part & 1u) != 0; }
-__device__ __forceinline__ std::uint32_t scale_index(std::uint32_t part) {
+__host__ __device__ __forceinline__ bool is_key_part(std::uint32_t part) {
+  return (part & 1u) != 0;
+}
+__host__ __device__ __forceinline__ std::uint32_t scale_index(std::uint32_t part) {
   return part == kValue ? 2u : (is_key_part(part) ? 1u : 0u);
 }
 // The divisor of a part's output (scale_index's choice, selected directly:
