@@ -242,8 +242,9 @@ __device__ __forceinline__ void decode_unit(const DecodeParams& p, std::uint32_t
   if (__builtin_expect(!p.early_indices, 1)) dependency_wait();
   // 1. The token's index entries (the head of the chain), then the unit's
   //    part, input address and scale, which do not depend on them.
-  const auto iv = index_view<kForm>(p);
-  const TokenIndices ix = load_token_indices(iv, t);
+  // (The index view is made at each use: a copy held across the unit's
+  // loads costs registers, which kIndexAny's view spilled.)
+  const TokenIndices ix = load_token_indices(index_view<kForm>(p), t);
   if (w >= (P == kAnyPart ? p.units : std::uint32_t(p.part[P].units))) return;
   UnitRef r;
   if constexpr (P == kAnyPart) {
@@ -272,14 +273,15 @@ __device__ __forceinline__ void decode_unit(const DecodeParams& p, std::uint32_t
   // Page tables: kv_indptr[b] heads the longest chain. A query part's body
   // skips the look-ups (the fixed forms are unchecked).
   const bool plan_needed = P == kAnyPart || kForm == kIndexAny || cache;
-  const std::int64_t begin = plan_needed ? plan_begin(iv, ix) : 0;
+  const std::int64_t begin = plan_needed ? plan_begin(index_view<kForm>(p), ix) : 0;
   if (__builtin_expect(!p.early_indices, 1)) {
     va = load_readonly(x + r.sub);
     vb = load_readonly(x + half / 8 + r.sub);
   }
   const bool rotary = r.part <= kRotK;
   float cv[8] = {}, sv[8] = {};
-  const bool pos_ok = !iv.checked || position_in_range(iv, ix.pos);
+  const bool pos_ok =
+      !index_view<kForm>(p).checked || position_in_range(index_view<kForm>(p), ix.pos);
   const RopeStyle style = RopeStyle(p.style);
   if (rotary && pos_ok)
     load_unit_cos<Cos>(style, S::rot_half(g), p.cos_sin + ix.pos * p.cos_row_bytes, r.sub, cv, sv);
@@ -288,7 +290,7 @@ __device__ __forceinline__ void decode_unit(const DecodeParams& p, std::uint32_t
                                                                     : ScaleConvention::kDivide);
   TokenPlan plan;
   plan.write = true;
-  if (plan_needed) plan = finish_plan(iv, ix, begin);
+  if (plan_needed) plan = finish_plan(index_view<kForm>(p), ix, begin);
   if (__builtin_expect(!plan.write, 0)) {
     // Counted once a token: by its first unit (every unit plans where a
     // token can be bad).
