@@ -239,7 +239,7 @@ __device__ __forceinline__ void decode_unit(const DecodeParams& p, std::uint32_t
                                             std::int64_t t) {
   using S = ShapeOf<kR, kN, kDv>;
   const VecGeometry g = p.geometry();
-  if (__builtin_expect(!p.early_indices, 1)) dependency_wait();
+  if (!p.early_indices) dependency_wait();
   // 1. The token's index entries (the head of the chain), then the unit's
   //    part, input address and scale, which do not depend on them.
   // (The index view is made at each use: a copy held across the unit's
@@ -274,7 +274,7 @@ __device__ __forceinline__ void decode_unit(const DecodeParams& p, std::uint32_t
   // skips the look-ups (the fixed forms are unchecked).
   const bool plan_needed = P == kAnyPart || kForm == kIndexAny || cache;
   const std::int64_t begin = plan_needed ? plan_begin(index_view<kForm>(p), ix) : 0;
-  if (__builtin_expect(!p.early_indices, 1)) {
+  if (!p.early_indices) {
     va = load_readonly(x + r.sub);
     vb = load_readonly(x + half / 8 + r.sub);
   }
@@ -298,7 +298,7 @@ __device__ __forceinline__ void decode_unit(const DecodeParams& p, std::uint32_t
     if (plan.bad && first && p.skipped_tokens != nullptr) atomicAdd(p.skipped_tokens, 1ull);
     return;
   }
-  if (__builtin_expect(p.early_indices, 0)) {
+  if (p.early_indices) {
     dependency_wait();
     va = load_readonly(x + r.sub);
     vb = load_readonly(x + half / 8 + r.sub);
