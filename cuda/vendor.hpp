@@ -78,14 +78,9 @@ __device__ __forceinline__ void dependents_launch() {
 #endif
 }
 
-// Element i of a small array in the kernel's parameters. CUDA indexes the
-// parameter bank directly (one indexed constant load), and so may a kernel
-// take the address of a parameter member (kParamsAddressable).
+// CUDA indexes the parameter bank directly (one indexed constant load), and
+// so a kernel may take the address of a parameter member.
 constexpr bool kParamsAddressable = true;
-template <class T, int N>
-__device__ __forceinline__ T param_at(const T (&a)[N], std::uint32_t i) {
-  return a[i];
-}
 
 // Streaming (evict-first) stores: outputs are never re-read by this kernel.
 __device__ __forceinline__ void store_streaming(uint2* p, uint2 v) { __stcs(p, v); }

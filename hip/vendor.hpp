@@ -46,19 +46,10 @@ inline Error launch(const void* kernel, dim3 grid, dim3 block, std::size_t smem,
   return e != hipSuccess ? e : hipGetLastError();
 }
 
-// Element i of a small array in the kernel's parameters, by selects over
-// constant indices: indexing the parameters at run time, or taking the
-// address of a member, makes the AMDGPU compiler copy the whole parameter
-// struct to scratch memory.
+// Kernels read their parameters by value on HIP: indexing them at run time,
+// or picking among members' addresses, makes the AMDGPU compiler copy the
+// whole parameter struct to scratch memory.
 constexpr bool kParamsAddressable = false;
-template <class T, int N>
-__device__ __forceinline__ T param_at(const T (&a)[N], std::uint32_t i) {
-  T r = a[0];
-#pragma unroll
-  for (int k = 1; k < N; ++k)
-    if (i == std::uint32_t(k)) r = a[k];
-  return r;
-}
 
 __device__ __forceinline__ void dependency_wait() {}
 __device__ __forceinline__ void dependents_launch() {}

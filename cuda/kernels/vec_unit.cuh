@@ -212,7 +212,7 @@ __device__ __forceinline__ bool cache_part(std::uint32_t part) {
 
 // The input view of a part: through a pointer to the member where the
 // vendor can address kernel parameters (one indexed parameter load per
-// field), else selected by value (see param_at).
+// field), else selected by value (kParamsAddressable).
 __device__ __forceinline__ HeadTensor input_of(const LaunchParams& p, std::uint32_t part) {
   if constexpr (kParamsAddressable) {
     const HeadTensor* s = part == kRotQ    ? &p.q_rope
