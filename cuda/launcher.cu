@@ -364,6 +364,12 @@ bool decode_fits(const LaunchParams& p, const VecGeometry& g) {
   return true;
 }
 
+// The scale of row part `part`'s output (scale_index's choice).
+const ScaleParam& part_scale(const LaunchParams& p, std::uint32_t part) {
+  const std::uint32_t i = scale_index(part);
+  return i == 0 ? p.q_scale : (i == 1 ? p.k_scale : p.v_scale);
+}
+
 // The decode kernel's view of p (see DecodeParams), every field written in
 // place, in two parts as lowering has them (core/src/lower.cpp): the shape
 // (host scales become divisors here, once per decision) and the step's data.
@@ -391,11 +397,10 @@ void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, bool by_part
   d.page_size = p.page_size;
   d.num_pages = p.num_pages;
   d.max_pos = p.max_pos;
-  const ScaleParam* scales[3] = {&p.q_scale, &p.k_scale, &p.v_scale};  // by scale_index
   auto part = [&](std::uint32_t i, const HeadTensor& in, std::int64_t s0, std::int64_t s1,
                   std::int64_t s2) {
     DecodePart& r = d.part[i];
-    const ScaleParam& sc = *scales[scale_index(i)];
+    const ScaleParam& sc = part_scale(p, i);
     r.div = sc.divisor_of(sc.value);
     r.multiply = sc.convention == ScaleConvention::kMultiply ? 1 : 0;
     r.units = std::uint16_t(layout.units[i]);
@@ -424,11 +429,10 @@ void fill_decode_data(const LaunchParams& p, DecodeParams& d) {
   d.num_kv_indices = p.num_kv_indices;
   d.skipped_tokens = p.skipped_tokens;
   d.cos_sin = p.cos_sin;
-  const ScaleParam* scales[3] = {&p.q_scale, &p.k_scale, &p.v_scale};  // by scale_index
   auto part = [&](std::uint32_t i, const HeadTensor& in, char* out) {
     d.part[i].src = in.data;
     d.part[i].dst = out;
-    d.part[i].scale_ptr = scales[scale_index(i)]->device;
+    d.part[i].scale_ptr = part_scale(p, i).device;
   };
   part(kRotQ, p.q_rope, p.q_rope_out.data);
   part(kRotK, p.k_rope, p.k_cache_rope.data);
