@@ -321,8 +321,9 @@ const void* pick_vec(const LaunchParams& p, bool* by_part = nullptr) {
 }
 
 // The decode path's blocks (see fused_decode_kernel's layouts), of whole
-// warps, up to 128 threads: registers are allocated to blocks in groups of
-// four warps, so 4-warp blocks waste none (perf/RESULTS.md).
+// warps, up to max_warps (4: 128 threads; registers are allocated to blocks
+// in groups of four warps, so 4-warp blocks waste none; decide() takes 2
+// where that measured faster, perf/RESULTS.md).
 //  * packed: the token's units in `chunks` blocks;
 //  * by part: each part's units on warps of its own, the warps in blocks.
 struct DecodeLayout {
@@ -330,15 +331,15 @@ struct DecodeLayout {
   std::uint32_t units[kParts] = {};
   std::uint32_t warp_begin[kParts + 1] = {};
 };
-DecodeLayout decode_layout(const VecGeometry& g, std::uint32_t hq, bool by_part) {
-  constexpr unsigned kWarps = 4;
+DecodeLayout decode_layout(const VecGeometry& g, std::uint32_t hq, bool by_part,
+                           unsigned max_warps = 4) {
   DecodeLayout d;
   part_units(g, hq, d.units);
   for (int i = 0; i < kParts; ++i)
     d.warp_begin[i + 1] = d.warp_begin[i] + (by_part ? (d.units[i] + 31) / 32 : 0);
   const unsigned warps = by_part ? d.warp_begin[kParts] : (g.units + 31) / 32;
-  d.block = 32 * (warps < kWarps ? warps : kWarps);
-  d.chunks = (warps + kWarps - 1) / kWarps;
+  d.block = 32 * (warps < max_warps ? warps : max_warps);
+  d.chunks = (warps + max_warps - 1) / max_warps;
   return d;
 }
 
@@ -385,7 +386,6 @@ void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, bool by_part
   d.page_shift = p.page_shift;
   d.early_indices = p.pdl && p.early_indices;
   d.checked = p.checked;
-  d.style = std::uint8_t(p.style);
   d.addressing = std::uint8_t(p.addressing);
   d.cos_row_bytes = p.cos_row_stride * p.cos.bytes;
   const DecodeLayout layout = decode_layout(g, std::uint32_t(p.num_q_heads), by_part);
@@ -417,6 +417,12 @@ void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, bool by_part
   part(kNopeK, p.k_nope, p.k_cache_nope.stride[0], p.k_cache_nope.stride[1],
        p.k_cache_nope.stride[2]);
   part(kValue, p.v, p.v_cache.stride[0], p.v_cache.stride[1], p.v_cache.stride[2]);
+  // The lean body unless a present part's host divisor needs IEEE division
+  // (a device scale's is tested in the kernel).
+  bool lean = true;
+  for (std::uint32_t i = 0; i < kParts; ++i)
+    lean = lean && (layout.units[i] == 0 || !needs_ieee(d.part[i].div));
+  d.body = std::uint8_t((lean ? kBodyLean : kBodyGeneral) | std::uint8_t(p.style));
 }
 void fill_decode_data(const LaunchParams& p, DecodeParams& d) {
   d.slot_mapping = p.slot_mapping.data;
@@ -647,8 +653,15 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   if (tune.decode >= 0 && p.nnz <= 65535 && decode_fits(p, g)) {
     bool by_part = false;
     const void* kernel = pick_vec<VecFamily::kDecode>(p, &by_part);
-    const DecodeLayout d = decode_layout(g, std::uint32_t(p.num_q_heads), by_part);
-    const std::uint64_t blocks = std::uint64_t(d.chunks) * std::uint64_t(p.nnz);
+    DecodeLayout d = decode_layout(g, std::uint32_t(p.num_q_heads), by_part);
+    std::uint64_t blocks = std::uint64_t(d.chunks) * std::uint64_t(p.nnz);
+    // Packed, with PDL and early indices: blocks of 2 warps while those of
+    // 4 are fewer than 4 a multiprocessor (0.74-0.88 of the 4-warp time at
+    // 64 tokens; with more blocks, or without early indices, no gain).
+    if (!by_part && p.pdl && p.early_indices && blocks < 4 * std::uint64_t(sms)) {
+      d = decode_layout(g, std::uint32_t(p.num_q_heads), false, 2);
+      blocks = std::uint64_t(d.chunks) * std::uint64_t(p.nnz);
+    }
     const int per_sm = resident_per_sm(kernel, d.block, 0, dev);
     if (per_sm > 0 && (tune.decode > 0 || blocks <= std::uint64_t(per_sm) * std::uint64_t(sms))) {
       l.path = Path::kDecode;
@@ -744,9 +757,10 @@ struct DecisionKey {
   std::int32_t dev, tune_decode, tune_trigger, page_shift;
   std::int32_t in, q_out, cache, cos, addressing;
   std::uint32_t flags;  // vector-eligible, checked, the index arrays' widths, tuning bulk, rows,
-                        // strides beyond 32 bits
+                        // strides beyond 32 bits, PDL with early indices
 };
-constexpr std::uint32_t kKeyBulk = 256, kKeyRows = 512, kKeyNoRows = 1024, kKeyWide = 2048;
+constexpr std::uint32_t kKeyBulk = 256, kKeyRows = 512, kKeyNoRows = 1024, kKeyWide = 2048,
+                        kKeyEarly = 4096;
 static_assert(std::has_unique_object_representations_v<DecisionKey>,
               "DecisionKey must have no padding (compared with memcmp)");
 
@@ -772,7 +786,8 @@ DecisionKey decision_key(const LaunchParams& p, int dev, const Tuning& tune) {
             (p.batch_indices.i64 ? 16u : 0u) | (p.kv_positions.i64 ? 32u : 0u) |
             (p.kv_indptr.i64 ? 64u : 0u) | (p.kv_indices.i64 ? 128u : 0u) |
             (tune.bulk > 0 ? kKeyBulk : 0u) | (tune.rows > 0 ? kKeyRows : 0u) |
-            (tune.rows < 0 ? kKeyNoRows : 0u) | (strides_fit32(p) ? 0u : kKeyWide);
+            (tune.rows < 0 ? kKeyNoRows : 0u) | (strides_fit32(p) ? 0u : kKeyWide) |
+            (p.pdl && p.early_indices ? kKeyEarly : 0u);
   return k;
 }
 

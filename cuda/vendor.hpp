@@ -81,6 +81,8 @@ __device__ __forceinline__ void dependents_launch() {
 // CUDA indexes the parameter bank directly (one indexed constant load), and
 // so a kernel may take the address of a parameter member.
 constexpr bool kParamsAddressable = true;
+// The decode kernel's lean bodies (cuda/kernels/decode.cuh, kBodyLean).
+constexpr bool kDecodeLeanBodies = true;
 
 // Streaming (evict-first) stores: outputs are never re-read by this kernel.
 __device__ __forceinline__ void store_streaming(uint2* p, uint2 v) { __stcs(p, v); }

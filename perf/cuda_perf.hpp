@@ -28,6 +28,10 @@ enum class GpuKind {
   // the op's): what a plain copy of the same size achieves in the same graph
   // method.
   kCopy,
+  // A kernel that only moves the op's q, k and v bytes (two 16-byte loads and
+  // one 16-byte store per 16-element unit; no index, no cos/sin); with PDL it
+  // waits for the previous grid before its loads.
+  kMove,
   // CPU time per call on the calling thread, no graph: ropekv::run(), and a
   // bare launch of the kernel that run() launches (same grid, arguments).
   // kCpuRun times, in alternating batches, the bare launch, the launcher's
@@ -48,7 +52,7 @@ struct GpuCase {
   bool pdl = false;    // programmatic dependent launch
   bool early = false;  // with pdl: indices_ready_before_previous_kernel
 };
-// The row's backend name: cuda[-unfused|-floor|-datafloor|-copy|-cpu-run|-cpu-launch]
+// The row's backend name: cuda[-unfused|-floor|-datafloor|-copy|-move|-cpu-run|-cpu-launch]
 // [-hot][-pdl[-early]][-pt].
 std::string case_name(const GpuCase& c);
 

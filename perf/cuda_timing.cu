@@ -289,6 +289,23 @@ __global__ void data_floor_kernel(const FloorParams f, const DataFloorParams d) 
   out[1] = make_uint2(b.x ^ b.z ^ c.z ^ s.z, b.y ^ b.w ^ c.w ^ s.w);
 }
 
+// The move floor: what moving the op's q, k and v bytes alone costs in a
+// kernel. Thread u takes 16-element unit u of the input buffer (the nnz
+// tokens' rows: two 16-byte loads) and stores 16 bytes (the unit's sixteen
+// one-byte codes' worth) at unit u of a contiguous output; no index, no
+// cos/sin, no arithmetic but an XOR. With PDL it lets the next launch start at
+// once and waits for the previous grid before its loads, which is all a call
+// whose inputs the previous kernel writes can do before its data.
+__global__ void move_kernel(const uint4* in, uint4* out, std::int64_t units) {
+  namespace gpu = ropekv::detail::gpu;
+  gpu::dependents_launch();
+  gpu::dependency_wait();
+  const std::int64_t u = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+  if (u >= units) return;
+  const uint4 a = __ldg(in + 2 * u), b = __ldg(in + 2 * u + 1);
+  __stcs(out + u, make_uint4(a.x ^ b.x, a.y ^ b.y, a.z ^ b.z, a.w ^ b.w));
+}
+
 FloorParams floor_params(const ropekv::Arguments& a, const Shape& s) {
   FloorParams f = {};
   const ropekv::CacheIndex& ci = a.cache_index;
@@ -354,6 +371,20 @@ ropekv::Result launch_floor(const ropekv::Arguments& a, const Shape& s, cudaStre
   return launch_result("floor kernel");
 }
 
+ropekv::Result launch_move(DeviceProblem& dp, int set, bool pdl, cudaStream_t stream) {
+  const uint4* in = static_cast<const uint4*>(dp.bufs[std::size_t(set)].in);
+  uint4* out = reinterpret_cast<uint4*>(static_cast<char*>(dp.copy_dst.ptr) +
+                                        dp.copy_bytes * std::size_t(set));
+  std::int64_t units = dp.sizes.in_elems / 16;
+  constexpr unsigned kBlock = 128;
+  void* args[] = {&in, &out, &units};
+  const cudaError_t e = ropekv::detail::gpu::launch(reinterpret_cast<const void*>(&move_kernel),
+                                                    dim3(unsigned((units + kBlock - 1) / kBlock)),
+                                                    dim3(kBlock), 0, stream, pdl, args);
+  if (e != cudaSuccess) cudaGetLastError();
+  return launch_result("move kernel");
+}
+
 // ------------------------------------------------------------------ calls
 ropekv::Arguments case_arguments(const DeviceProblem& dp, int set, const GpuCase& c,
                                  cudaStream_t stream) {
@@ -376,6 +407,7 @@ ropekv::Result call(DeviceProblem& dp, int set, const GpuCase& c, cudaStream_t s
     std::snprintf(r.message, sizeof r.message, "cudaMemcpyAsync: %s", cudaGetErrorString(e));
     return r;
   }
+  if (c.kind == GpuKind::kMove) return launch_move(dp, set, c.pdl, stream);
   const ropekv::Arguments a = case_arguments(dp, set, c, stream);
   if (c.kind == GpuKind::kFloor) return launch_floor(a, *dp.shape, stream);
   if (c.kind == GpuKind::kDataFloor) return launch_data_floor(a, *dp.shape, dp.sizes, stream);
@@ -404,9 +436,14 @@ std::string launch_path(const DeviceProblem& dp, const GpuCase& c) {
 // gets its buffers.
 bool check_output(DeviceProblem& dp, const GpuCase& c, cudaStream_t stream, std::string* label,
                   std::string* error) {
-  if (c.kind == GpuKind::kCopy) {
-    *label = "plain copy";
-    return ensure_copy_buffers(dp, error);
+  if (c.kind == GpuKind::kCopy || c.kind == GpuKind::kMove) {
+    *label = c.kind == GpuKind::kCopy ? "plain copy" : "moves the q, k, v bytes";
+    if (!ensure_copy_buffers(dp, error)) return false;
+    if (c.kind == GpuKind::kMove && dp.copy_bytes < std::size_t(dp.sizes.in_elems)) {
+      *error = "move floor: the copy buffers are smaller than the input's element count";
+      return false;
+    }
+    return true;
   }
   const Sizes& z = dp.sizes;
   const Buffers& b = dp.bufs[0];
@@ -785,6 +822,7 @@ std::string case_name(const GpuCase& c) {
     case GpuKind::kFloor: n += "-floor"; break;
     case GpuKind::kDataFloor: n += "-datafloor"; break;
     case GpuKind::kCopy: n += "-copy"; break;
+    case GpuKind::kMove: n += "-move"; break;
     case GpuKind::kCpuRun: n += "-cpu-run"; break;
     case GpuKind::kCpuBareLaunch: n += "-cpu-launch"; break;
   }

@@ -5,8 +5,10 @@ Usage: python3 perf/decode_tables.py results/perf.json
 
 1. Decode (nnz <= 256): per shape, token count and addressing form, the floor of
    the dependent-load chain, the data floor (that chain moving every byte of
-   the op, no arithmetic), a copy of the op's bytes (slot mapping's) and the fused op, rotated and hot, without PDL, with
-   PDL and with PDL + early indices; ratio to the floor.
+   the op, no arithmetic), a copy of the op's bytes (slot mapping's), the move
+   floor (a kernel moving the q, k, v bytes; without and with PDL) and the fused
+   op, rotated and hot, without PDL, with PDL and with PDL + early indices;
+   ratio to the floor.
 2. PDL on / off at every token count (slot mapping, rotated buffers).
 3. CPU time per call: run() against a bare launch of the same kernel, and the
    prepared call's counters (repeated, moving, against the moving bare launch).
@@ -43,9 +45,9 @@ def decode_table(rows):
         if len(parts) == 3 and parts[0] == "cuda-floor" and parts[1] not in shapes:
             shapes.append(parts[1])
     print("| shape | nnz | addressing | floor rot / hot | data floor rot / hot "
-          "| same-size copy rot / hot | fused rot / hot (x floor) | PDL rot / hot "
-          "| PDL + early rot / hot |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| same-size copy rot / hot | move floor rot / hot | move floor + PDL rot / hot "
+          "| fused rot / hot (x floor) | PDL rot / hot | PDL + early rot / hot |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for s in shapes:
         for n in (1, 8, 64, 256):
             for pt in ("", "-pt"):
@@ -57,12 +59,16 @@ def decode_table(rows):
                 dr, dh = us(rows, key("cuda-datafloor")), us(rows, key("cuda-datafloor-hot"))
                 cr = us(rows, f"cuda-copy/{s}/nnz:{n}")
                 ch = us(rows, f"cuda-copy-hot/{s}/nnz:{n}")
+                mr, mh = us(rows, f"cuda-move/{s}/nnz:{n}"), us(rows, f"cuda-move-hot/{s}/nnz:{n}")
+                mpr = us(rows, f"cuda-move-pdl/{s}/nnz:{n}")
+                mph = us(rows, f"cuda-move-hot-pdl/{s}/nnz:{n}")
                 if r is None:
                     continue
                 xr = r / fr if fr else None
                 xh = h / fh if fh else None
                 print(f"| {s} | {n} | {'page table' if pt else 'slot mapping'} | "
                       f"{fmt(fr)} / {fmt(fh)} | {fmt(dr)} / {fmt(dh)} | {fmt(cr)} / {fmt(ch)} | "
+                      f"{fmt(mr)} / {fmt(mh)} | {fmt(mpr)} / {fmt(mph)} | "
                       f"{fmt(r)} / {fmt(h)} ({fmt(xr)} / {fmt(xh)}) | "
                       f"{fmt(pr)} / {fmt(ph)} | {fmt(er)} / {fmt(eh)} |")
 

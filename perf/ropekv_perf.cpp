@@ -317,6 +317,7 @@ void bm_cuda(benchmark::State& st, const Shape* s, std::int64_t nnz, GpuCase c) 
   const std::string key = ref_key(*s, nnz, c.hot, c.page_table);
   switch (c.kind) {
     case GpuKind::kCopy: copy_us()[key] = t.us_per_call; break;
+    case GpuKind::kMove: break;
     case GpuKind::kUnfused: unfused_us()[key] = t.us_per_call; break;
     case GpuKind::kFloor: floor_us()[key] = t.us_per_call; break;
     case GpuKind::kDataFloor: data_floor_us()[key] = t.us_per_call; break;
@@ -353,7 +354,8 @@ void register_cuda(const Shape& s, std::int64_t nnz, const GpuCase& c) {
 //  * decode sizes (nnz <= 256), canonical shapes: both addressing forms,
 //    rotated and hot, with and without PDL and the early-index opt-in, each
 //    with its floor; unfused for slot mapping; a same-size copy (rotated
-//    and hot: what moving the op's bytes alone costs at that size);
+//    and hot: what moving the op's bytes alone costs at that size) and the
+//    move floor (a kernel moving the q, k, v bytes, with and without PDL);
 //  * larger sizes: slot mapping with and without PDL (and early indices),
 //    page table, unfused and same-size copy;
 //  * the llama-3.1-8b variants: slot mapping, fewer rows;
@@ -381,6 +383,9 @@ void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
       register_cuda(s, nnz, mk(GpuKind::kUnfused, false, hot, false, false));
     for (bool hot : {false, true})
       register_cuda(s, nnz, mk(GpuKind::kCopy, false, hot, false, false));
+    for (bool hot : {false, true})
+      for (bool pdl : {false, true})
+        register_cuda(s, nnz, mk(GpuKind::kMove, false, hot, pdl, false));
     for (bool pt : {false, true})
       for (bool hot : {false, true}) {
         register_cuda(s, nnz, mk(GpuKind::kFused, pt, hot, false, false));

@@ -203,6 +203,81 @@ TEST(CudaLauncher, DecodeLayoutByForm) {
   EXPECT_FALSE(decide(with_nope).decode_by_part);
 }
 
+// The decode kernel's body (kernels/decode.cuh): lean unless a present
+// part's host scale needs IEEE division (a device scale's value is tested in
+// the kernel; a multiplying scale never needs it), with the RoPE style in the
+// low bit; both layouts.
+TEST(CudaLauncher, DecodeBodyFollowsScalesAndStyle) {
+  if (!backend_available(Backend::kCuda))
+    GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)";
+  const std::uintptr_t base = std::uintptr_t(1) << 32;
+  for (const bool table : {false, true}) {
+    SCOPED_TRACE(table ? "page table" : "slot mapping");
+    LaunchParams p = table ? page_table_params(8, base) : params(8, base);
+    EXPECT_EQ(decide(p).decode.body, gpu::kBodyLean | 0);
+    p.style = RopeStyle::kInterleaved;
+    EXPECT_EQ(decide(p).decode.body, gpu::kBodyLean | 1);
+    p.v_scale.value = 0x1p-70f;  // outside [2^-60, 2^60]
+    EXPECT_EQ(decide(p).decode.body, gpu::kBodyGeneral | 1);
+    p.v_scale.convention = ScaleConvention::kMultiply;
+    EXPECT_EQ(decide(p).decode.body, gpu::kBodyLean | 1);
+    p.style = RopeStyle::kNeox;
+    p.q_scale.value = 0.f;
+    EXPECT_EQ(decide(p).decode.body, gpu::kBodyGeneral | 0);
+    p.q_scale.value = 0.25f;
+    p.k_scale.device = reinterpret_cast<const float*>(base + (11u << 24));
+    EXPECT_EQ(decide(p).decode.body, gpu::kBodyLean | 0);
+  }
+}
+
+// The packed layout's blocks: 4 warps, or 2 with PDL and early indices
+// while 4-warp blocks are fewer than 4 a multiprocessor (the per-thread
+// decision cache tells the two apart); the by-part layout keeps 4.
+TEST(CudaLauncher, DecodeBlocksOfTwoWarpsForSmallEarlyLaunches) {
+  if (!backend_available(Backend::kCuda))
+    GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)";
+  int dev = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  const std::uintptr_t base = std::uintptr_t(1) << 32;
+  // 32 query and 8 KV heads of D = 64: 192 units a token, 6 warps.
+  const auto wide = [&](std::int64_t nnz) {
+    LaunchParams p = params(nnz, base);
+    const std::int64_t row = (32 + 16) * 64;
+    p.num_q_heads = 32;
+    p.num_kv_heads = 8;
+    p.q_rope = {p.q_rope.data, row, 64};
+    p.k_rope = {p.q_rope.data + 32 * 64 * 2, row, 64};
+    p.v = {p.q_rope.data + 40 * 64 * 2, row, 64};
+    p.q_rope_out = {p.q_rope_out.data, 32 * 64, 64};
+    return p;
+  };
+  LaunchParams small = wide(2 * sms - 1);  // 4-warp blocks: 2 a token, < 4 a multiprocessor
+  gpu::PreparedLaunch l = decide(small);
+  ASSERT_EQ(l.path, gpu::Path::kDecode);
+  ASSERT_FALSE(l.decode_by_part);
+  EXPECT_EQ(l.block.x, 128u);
+  EXPECT_EQ(l.grid.x, 2u);
+  small.pdl = true;
+  EXPECT_EQ(decide(small).block.x, 128u);  // PDL alone: 4 warps
+  small.early_indices = true;
+  l = decide(small);
+  EXPECT_EQ(l.block.x, 64u);
+  EXPECT_EQ(l.grid.x, 3u);
+  LaunchParams large = wide(2 * sms);  // 4 blocks a multiprocessor
+  large.pdl = large.early_indices = true;
+  l = decide(large);
+  ASSERT_EQ(l.path, gpu::Path::kDecode);
+  EXPECT_EQ(l.block.x, 128u);
+  small.pdl = false;  // early indices without PDL: not early
+  EXPECT_EQ(decide(small).block.x, 128u);
+  LaunchParams table = page_table_params(8, base);
+  table.pdl = table.early_indices = true;
+  l = decide(table);
+  ASSERT_TRUE(l.decode_by_part);
+  EXPECT_EQ(l.block.x, 96u);
+}
+
 // A caller's kept decision (LaunchState, a PreparedCall's): the same as the
 // per-thread one for every call, reused while the token count and the
 // alignment verdict stay, with the data of each call.

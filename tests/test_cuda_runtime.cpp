@@ -55,6 +55,7 @@ struct Problem {
   std::vector<float> cos_sin;
   std::vector<std::int64_t> pos, slot;
   float scales[3] = {0.05f, 0.03f, 0.02f};
+  RopeStyle style = RopeStyle::kNeox;
 
   Problem(std::int64_t n, std::int64_t hq_, std::int64_t hk_, std::int64_t d_, std::int64_t r_,
           std::int64_t pad, unsigned seed)
@@ -108,6 +109,7 @@ Arguments make_args(const Problem& pb, const Buffers& b, bool device_scales) {
                                pb.d, pb.r));
   const std::int64_t cs_ext[2] = {pb.max_pos, pb.r};
   a.cos_sin_cache = make_contiguous(b.cos, DType::kFloat32, 2, cs_ext);
+  a.rope_style = pb.style;
   a.positions = make_vector(b.pos, DType::kInt64, pb.nnz);
   a.cache_index.slot_mapping = make_vector(b.slot, DType::kInt64, pb.nnz);
   const float* s = static_cast<const float*>(b.scales);
@@ -315,6 +317,52 @@ TEST(CudaRuntime, LargeBatchSpecialisedShapesWithPadding) {
     pb.reindex(seed++, sh.pad);
     expect_matches_host(pb, (seed & 2) != 0, "large, specialised shape");
   }
+}
+
+// The decode kernel's bodies (cuda/kernels/decode.cuh): the lean one for
+// scales the Markstein form takes, on the host or the device; the general one
+// where a host scale needs IEEE division; and a lean thread whose device
+// scale needs it (here a subnormal one, with inputs scaled alike so that the
+// quotients are in range) starting again in the general body. Both RoPE
+// styles, two specialised shapes, padding; bit for bit with the host backend.
+TEST(CudaRuntime, DecodeBodiesMatchHost) {
+  SKIP_WITHOUT_CUDA();
+  const float tiny = 0x1.16c2p-133f;  // subnormal: IEEE division
+  struct Case {
+    float scale;  // 0: the problem's own (0.05, 0.03, 0.02)
+    bool device;
+    const char* what;
+  };
+  const Case cases[] = {{0.f, false, "lean body, host scales"},
+                        {0.f, true, "lean body, device scales"},
+                        {tiny, false, "general body (host scales need IEEE division)"},
+                        {tiny, true, "lean body, device scales that need IEEE division"}};
+  unsigned seed = 91;
+  for (const std::int64_t d : {64, 128})
+    for (const RopeStyle style : {RopeStyle::kNeox, RopeStyle::kInterleaved})
+      for (const Case& c : cases) {
+        SCOPED_TRACE(std::string(c.what) + ", D " + std::to_string(d) +
+                     (style == RopeStyle::kNeox ? ", NeoX" : ", interleaved"));
+        Problem pb(7, 8, 1, d, d, 0, seed++);
+        pb.pages = 1;  // 16 slots: the written share of the cache is checked
+        pb.reindex(seed++, 0.25);
+        pb.style = style;
+        if (c.scale != 0.f) {
+          for (float& s : pb.scales) s = c.scale;
+          for (std::uint16_t& x : pb.qkv) {
+            std::uint32_t u = std::uint32_t(x) << 16;
+            float f;
+            std::memcpy(&f, &u, 4);
+            x = bf16(f * c.scale);
+          }
+        }
+        DeviceProblem dp(pb);
+        const Arguments a = make_args(pb, dp.b, c.device);
+        EXPECT_EQ(ropekv_test::launch_path(a), "decode");
+        const Result r = run(a, Backend::kCuda);
+        ASSERT_TRUE(r.ok()) << r.message;
+        expect_identical(dp.download(nullptr), host_reference(pb), c.what);
+      }
 }
 
 // A problem for a kernel chosen by a measurement override, and the check

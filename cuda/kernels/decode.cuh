@@ -12,8 +12,9 @@ namespace gpu {
 
 // Blocks of kVecBlock threads per multiprocessor the decode kernel is
 // compiled for: a cap of 48 registers (unbounded: 62), so that more of a
-// decode batch fits on the device at once (perf/RESULTS.md); the bf16
-// specialisations do not spill under it.
+// decode batch fits on the device at once (perf/RESULTS.md); under it 8 of
+// the 36 kernels (slot mapping's, with the lean bodies) spill 4-28 bytes,
+// measured faster than the kernels before the lean bodies, which did not.
 #ifndef ROPEKV_DECODE_MIN_BLOCKS
 #define ROPEKV_DECODE_MIN_BLOCKS 5
 #endif
@@ -69,6 +70,16 @@ struct DecodePart {
 };
 static_assert(sizeof(DecodePart) == 64, "a part's parameters fill one 64-byte line");
 
+// The decode kernel's bodies (DecodeParams::body, with the RoPE style in the
+// low bit): kBodyLean has the style fixed at compile time and only the
+// scale step's Markstein form (the launcher takes it where no host divisor
+// needs IEEE division; a thread whose device scale does starts again in the
+// general body before it stores anything), so the common call's instructions
+// run straight, without the other forms' code between them (2-5% of a
+// one-token call, 5-9% with PDL: perf/RESULTS.md); kBodyGeneral tests both at
+// run time.
+enum : std::uint8_t { kBodyLean = 0, kBodyGeneral = 2 };
+
 // The decode kernel's parameters, laid out by when a thread first reads them,
 // in 64-byte lines of the parameter bank: a warp stalls on each line it first
 // reads with an immediate operand (perf/RESULTS.md), so the lines a token's
@@ -94,7 +105,7 @@ struct DecodeParams {
   std::uint32_t warp_k = 0, warp_v = 0;
   bool early_indices = false;
   bool checked = false;
-  std::uint8_t style = 0;       // RopeStyle
+  std::uint8_t body = 0;        // kBodyLean or kBodyGeneral, | RopeStyle
   std::uint8_t addressing = 0;  // Addressing
   // The second: the packed layout's unit boundaries (VecGeometry's), the
   // cos/sin table, the page look-ups.
@@ -234,8 +245,12 @@ constexpr std::uint32_t kAnyPart = kParts;
 
 // Unit w of token t: the packed layout's unit w (P = kAnyPart), or unit w of
 // part P (by-part layout); beyond the token's (or part's) units, nothing.
-template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm, std::uint32_t P>
-__device__ __forceinline__ void decode_unit(const DecodeParams& p, std::uint32_t w,
+// kStyle >= 0: the lean body of that RopeStyle, which returns false, having
+// stored nothing, where a device scale needs IEEE division; -1: the general
+// body (always true).
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm, std::uint32_t P,
+          int kStyle>
+__device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t w,
                                             std::int64_t t) {
   using S = ShapeOf<kR, kN, kDv>;
   const VecGeometry g = p.geometry();
@@ -245,7 +260,7 @@ __device__ __forceinline__ void decode_unit(const DecodeParams& p, std::uint32_t
   // (The index view is made at each use: a copy held across the unit's
   // loads costs registers, which kIndexAny's view spilled.)
   const TokenIndices ix = load_token_indices(index_view<kForm>(p), t);
-  if (w >= (P == kAnyPart ? p.units : std::uint32_t(p.part[P].units))) return;
+  if (w >= (P == kAnyPart ? p.units : std::uint32_t(p.part[P].units))) return true;
   UnitRef r;
   if constexpr (P == kAnyPart) {
     r = unit_ref<kR, kN, kDv>(g, p.num_q_heads, w);
@@ -268,7 +283,7 @@ __device__ __forceinline__ void decode_unit(const DecodeParams& p, std::uint32_t
   const float dev_scale = scale_ptr != nullptr ? *scale_ptr : 0.f;
   // 2. Not padding: kv_indptr[b] (page tables), the unit's inputs, its
   //    cos/sin (checked mode: position in range first), the page entry.
-  if (__builtin_expect(ix.key < 0, 0)) return;
+  if (__builtin_expect(ix.key < 0, 0)) return true;
   const bool cache = cache_part(r.part);
   // Page tables: kv_indptr[b] heads the longest chain. A query part's body
   // skips the look-ups (the fixed forms are unchecked).
@@ -282,12 +297,14 @@ __device__ __forceinline__ void decode_unit(const DecodeParams& p, std::uint32_t
   float cv[8] = {}, sv[8] = {};
   const bool pos_ok =
       !index_view<kForm>(p).checked || position_in_range(index_view<kForm>(p), ix.pos);
-  const RopeStyle style = RopeStyle(p.style);
+  const RopeStyle style = kStyle >= 0 ? RopeStyle(kStyle) : RopeStyle(p.body & 1);
   if (rotary && pos_ok)
     load_unit_cos<Cos>(style, S::rot_half(g), p.cos_sin + ix.pos * p.cos_row_bytes, r.sub, cv, sv);
-  if (__builtin_expect(scale_ptr != nullptr, 0))  // while the cos/sin loads fly
+  if (__builtin_expect(scale_ptr != nullptr, 0)) {  // while the cos/sin loads fly
     div = make_divisor(dev_scale, field(&DecodePart::multiply) != 0 ? ScaleConvention::kMultiply
                                                                     : ScaleConvention::kDivide);
+    if (kStyle >= 0 && needs_ieee(div)) return false;
+  }
   TokenPlan plan;
   plan.write = true;
   if (plan_needed) plan = finish_plan(index_view<kForm>(p), ix, begin);
@@ -296,7 +313,7 @@ __device__ __forceinline__ void decode_unit(const DecodeParams& p, std::uint32_t
     // token can be bad).
     const bool first = P == kAnyPart ? w == 0 : blockIdx.x == 0 && threadIdx.x == 0;
     if (plan.bad && first && p.skipped_tokens != nullptr) atomicAdd(p.skipped_tokens, 1ull);
-    return;
+    return true;
   }
   if (p.early_indices) {
     dependency_wait();
@@ -306,12 +323,31 @@ __device__ __forceinline__ void decode_unit(const DecodeParams& p, std::uint32_t
   // 3. The codes, then the address (a page-table entry may still be in
   //    flight while they are computed), then the stores.
   uint2 lo, hi;
-  encode_unit<In, Out>(style, rotary, div, va, vb, cv, sv, lo, hi);
+  encode_unit<In, Out, kStyle >= 0 ? 0 : -1>(style, rotary, div, va, vb, cv, sv, lo, hi);
   const std::int64_t dst_stride[3] = {field(&DecodePart::dst_page), field(&DecodePart::dst_entry),
                                       field(&DecodePart::dst_head)};
   char* dst = field(&DecodePart::dst) +
               cache_offset(cache ? plan.page : t, cache ? plan.entry : 0, r.head, dst_stride);
   store_unit(dst, half, r.sub, lo, hi);
+  return true;
+}
+
+// Unit w of token t (as decode_unit) in the body p.body names; the run-time
+// index form has the general body only (its index resolution is the longer
+// part, and its lean bodies spilled 64-148 bytes), as has HIP
+// (kDecodeLeanBodies).
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm, std::uint32_t P>
+__device__ __forceinline__ void decode_body(const DecodeParams& p, std::uint32_t w,
+                                            std::int64_t t) {
+  constexpr int kNeox = int(RopeStyle::kNeox), kInterleaved = int(RopeStyle::kInterleaved);
+  if constexpr (kDecodeLeanBodies && kForm != kIndexAny) {
+    if (p.body == (kBodyLean | kNeox)) {
+      if (decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, kNeox>(p, w, t)) return;
+    } else if (p.body == (kBodyLean | kInterleaved)) {
+      if (decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, kInterleaved>(p, w, t)) return;
+    }
+  }
+  decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, -1>(p, w, t);
 }
 
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm>
@@ -321,7 +357,7 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
     const std::uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
     const std::int64_t t = blockIdx.y;
     dependents_launch();
-    decode_unit<In, Out, Cos, kR, kN, kDv, kForm, kAnyPart>(p, u, t);
+    decode_body<In, Out, Cos, kR, kN, kDv, kForm, kAnyPart>(p, u, t);
   } else {  // by part: the warp's part (uniform in the warp), the thread's unit in it
     static_assert(kR > 0 && kN == 0 && kDv > 0, "by part: specialised shapes without N");
     const std::int64_t t = blockIdx.y;
@@ -329,11 +365,11 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
     const std::uint32_t wi = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // of the token
     const std::uint32_t lane = threadIdx.x % 32;
     if (wi < p.warp_k)
-      decode_unit<In, Out, Cos, kR, kN, kDv, kForm, kRotQ>(p, wi * 32 + lane, t);
+      decode_body<In, Out, Cos, kR, kN, kDv, kForm, kRotQ>(p, wi * 32 + lane, t);
     else if (wi < p.warp_v)
-      decode_unit<In, Out, Cos, kR, kN, kDv, kForm, kRotK>(p, (wi - p.warp_k) * 32 + lane, t);
+      decode_body<In, Out, Cos, kR, kN, kDv, kForm, kRotK>(p, (wi - p.warp_k) * 32 + lane, t);
     else  // (and the last block's warps past the token's: no unit)
-      decode_unit<In, Out, Cos, kR, kN, kDv, kForm, kValue>(p, (wi - p.warp_v) * 32 + lane, t);
+      decode_body<In, Out, Cos, kR, kN, kDv, kForm, kValue>(p, (wi - p.warp_v) * 32 + lane, t);
   }
 }
 
