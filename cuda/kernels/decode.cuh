@@ -11,14 +11,14 @@ namespace detail {
 namespace gpu {
 
 // Blocks of kVecBlock threads per multiprocessor the decode kernel is
-// compiled for: a cap of 48 registers (unbounded: 62), so that more of a
-// decode batch fits on the device at once (perf/RESULTS.md); under it 8 of
-// the 36 kernels (slot mapping's, with the lean bodies) spill 4-28 bytes,
-// measured faster than the kernels before the lean bodies, which did not.
-#ifndef ROPEKV_DECODE_MIN_BLOCKS
-#define ROPEKV_DECODE_MIN_BLOCKS 5
-#endif
-constexpr int kDecodeMinBlocks = ROPEKV_DECODE_MIN_BLOCKS;
+// compiled for: 4 (a cap of 64 registers: no spills) for the specialised
+// shapes with few non-rotary elements a head, 5 (48 registers, so that more
+// of a batch fits on the device at once) for MLA's (a 256-token call fits
+// only so: 1.55-2.2x slower at 64) and the run-time shape's. Against 48 for
+// all, 64 measured 0.98-0.99 at 1-64 tokens and 0.82-0.93 at 256 with PDL
+// (perf/RESULTS.md); the MLA kernels' lean bodies spill 4-28 bytes at 48.
+template <int kR, int kN>
+constexpr int kDecodeMinBlocks = (kR > 0 && kN <= 2 * kR) ? 4 : 5;
 
 // For launches whose one-unit-per-thread grid fits on the device at once
 // (decode batches): token blockIdx.y's units in blocks along blockIdx.x,
@@ -351,7 +351,7 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, std::uint32_t
 }
 
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm>
-__global__ void __launch_bounds__(kVecBlock, kDecodeMinBlocks)
+__global__ void __launch_bounds__(kVecBlock, (kDecodeMinBlocks<kR, kN>))
     fused_decode_kernel(const DecodeParams p) {
   if constexpr (!kDecodeByPart<kForm, kN>) {  // packed
     const std::uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
