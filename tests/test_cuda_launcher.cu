@@ -278,6 +278,62 @@ TEST(CudaLauncher, DecodeBlocksOfTwoWarpsForSmallEarlyLaunches) {
   EXPECT_EQ(l.block.x, 96u);
 }
 
+// The MLA kernels' 64-register twin (kernels/decode.cuh, kDecodeFewBlocks):
+// taken where its grid fits on the device at once, the 48-register kernel
+// where only that one's does.
+TEST(CudaLauncher, DecodeTwinOfMoreRegistersWhereItsGridFits) {
+  if (!backend_available(Backend::kCuda))
+    GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)";
+  int dev = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  const std::uintptr_t base = std::uintptr_t(1) << 32;
+  // deepseek-v3 MLA TP8: 16 query heads, one latent head, R 64, N 512: 612
+  // units a token, 20 warps, 5 blocks of 4 warps.
+  const auto mla = [&](std::int64_t nnz) {
+    LaunchParams p = params(nnz, base);
+    auto at = [](std::uintptr_t off) {
+      return reinterpret_cast<char*>((std::uintptr_t(1) << 32) + off);
+    };
+    p.kind = AttentionKind::kMla;
+    p.num_q_heads = 16;
+    p.num_kv_heads = 1;
+    p.nope_dim = 512;
+    p.v_dim = 0;
+    p.q_nope = {at(0), 16 * 576, 576};
+    p.q_rope = {at(512 * 2), 16 * 576, 576};
+    p.k_nope = {at(1u << 22), 576, 576};
+    p.k_rope = {at((1u << 22) + 512 * 2), 576, 576};
+    p.v = {};
+    p.q_nope_out = {at(1u << 24), 16 * 576, 576};
+    p.q_rope_out = {at((1u << 24) + 512), 16 * 576, 576};
+    p.k_cache_nope.data = at(2u << 24);
+    p.k_cache_rope.data = at((2u << 24) + 512);
+    for (detail::CacheTensor* c : {&p.k_cache_nope, &p.k_cache_rope}) {
+      c->stride[0] = 16 * 576;
+      c->stride[1] = 576;
+      c->stride[2] = 576;
+    }
+    p.v_cache = {};
+    return p;
+  };
+  const gpu::PreparedLaunch one = decide(mla(1)), wave = decide(mla(sms));
+  const gpu::PreparedLaunch full = decide(mla(2 * sms));  // 10 blocks a multiprocessor
+  ASSERT_EQ(one.path, gpu::Path::kDecode);
+  ASSERT_EQ(full.path, gpu::Path::kDecode);
+  EXPECT_EQ(one.block.x, 128u);
+  EXPECT_EQ(one.grid.x, 5u);
+  EXPECT_EQ(one.kernel, wave.kernel);
+  EXPECT_NE(one.kernel, full.kernel);
+  // The same at run time: a 64-register kernel, 8 blocks of 128 threads a
+  // multiprocessor at most, against the 48-register one's 10.
+  cudaFuncAttributes fa{}, fb{};
+  ASSERT_EQ(cudaFuncGetAttributes(&fa, one.kernel), cudaSuccess);
+  ASSERT_EQ(cudaFuncGetAttributes(&fb, full.kernel), cudaSuccess);
+  EXPECT_GT(fa.numRegs, 48);
+  EXPECT_LE(fb.numRegs, 48);
+}
+
 // A caller's kept decision (LaunchState, a PreparedCall's): the same as the
 // per-thread one for every call, reused while the token count and the
 // alignment verdict stay, with the data of each call.

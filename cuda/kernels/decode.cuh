@@ -17,8 +17,12 @@ namespace gpu {
 // only so: 1.55-2.2x slower at 64) and the run-time shape's. Against 48 for
 // all, 64 measured 0.98-0.99 at 1-64 tokens and 0.82-0.93 at 256 with PDL
 // (perf/RESULTS.md); the MLA kernels' lean bodies spill 4-28 bytes at 48.
+// MLA's kernels also have a 64-register twin (kDecodeFewBlocks), which the
+// launcher takes where its grid fits on the device at once too.
 template <int kR, int kN>
 constexpr int kDecodeMinBlocks = (kR > 0 && kN <= 2 * kR) ? 4 : 5;
+template <int kR, int kN>
+constexpr bool kDecodeFewBlocks = kR > 0 && kDecodeMinBlocks<kR, kN> == 5;
 
 // For launches whose one-unit-per-thread grid fits on the device at once
 // (decode batches): token blockIdx.y's units in blocks along blockIdx.x,
@@ -350,9 +354,9 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, std::uint32_t
   decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, -1>(p, w, t);
 }
 
-template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm>
-__global__ void __launch_bounds__(kVecBlock, (kDecodeMinBlocks<kR, kN>))
-    fused_decode_kernel(const DecodeParams p) {
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm,
+          int kMinBlocks = kDecodeMinBlocks<kR, kN>>
+__global__ void __launch_bounds__(kVecBlock, kMinBlocks) fused_decode_kernel(const DecodeParams p) {
   if constexpr (!kDecodeByPart<kForm, kN>) {  // packed
     const std::uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
     const std::int64_t t = blockIdx.y;
