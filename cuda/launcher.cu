@@ -269,7 +269,7 @@ const void* vec_kernel(const LaunchParams& p, bool* by_part) {
   if constexpr (F == VecFamily::kDecodeFew && !kDecodeFewBlocks<kR, kN>) {
     return nullptr;
   } else if constexpr (F == VecFamily::kDecode || F == VecFamily::kDecodeFew) {
-    constexpr int kB = F == VecFamily::kDecodeFew ? 4 : kDecodeMinBlocks<kR, kN>;
+    constexpr int kB = F == VecFamily::kDecodeFew ? kDecodeFewMinBlocks : kDecodeMinBlocks<kR, kN>;
     if constexpr (kR > 0) {
       switch (decode_form(p)) {
         case kIndexSlot64:

@@ -335,14 +335,15 @@ FloorParams floor_params(const ropekv::Arguments& a, const Shape& s) {
   return f;
 }
 
-ropekv::Result launch_result(const char* what) {
-  const cudaError_t e = cudaGetLastError();
+// A failed launch's Result for error e (success: none).
+ropekv::Result error_result(const char* what, cudaError_t e) {
   if (e == cudaSuccess) return ropekv::Result{};
   ropekv::Result r;
   r.status = ropekv::Status::kErrorLaunchFailed;
   std::snprintf(r.message, sizeof r.message, "%s: %s", what, cudaGetErrorString(e));
   return r;
 }
+ropekv::Result launch_result(const char* what) { return error_result(what, cudaGetLastError()); }
 
 ropekv::Result launch_data_floor(const ropekv::Arguments& a, const Shape& s, const Sizes& z,
                                  cudaStream_t stream) {
@@ -381,8 +382,8 @@ ropekv::Result launch_move(DeviceProblem& dp, int set, bool pdl, cudaStream_t st
   const cudaError_t e = ropekv::detail::gpu::launch(reinterpret_cast<const void*>(&move_kernel),
                                                     dim3(unsigned((units + kBlock - 1) / kBlock)),
                                                     dim3(kBlock), 0, stream, pdl, args);
-  if (e != cudaSuccess) cudaGetLastError();
-  return launch_result("move kernel");
+  const cudaError_t last = cudaGetLastError();  // (cleared either way)
+  return error_result("move kernel", e != cudaSuccess ? e : last);
 }
 
 // ------------------------------------------------------------------ calls
@@ -398,14 +399,10 @@ ropekv::Arguments case_arguments(const DeviceProblem& dp, int set, const GpuCase
 ropekv::Result call(DeviceProblem& dp, int set, const GpuCase& c, cudaStream_t stream) {
   if (c.kind == GpuKind::kCopy) {
     const std::size_t off = dp.copy_bytes * std::size_t(set);
-    const cudaError_t e = cudaMemcpyAsync(static_cast<char*>(dp.copy_dst.ptr) + off,
-                                          static_cast<char*>(dp.copy_src.ptr) + off, dp.copy_bytes,
-                                          cudaMemcpyDeviceToDevice, stream);
-    if (e == cudaSuccess) return ropekv::Result{};
-    ropekv::Result r;
-    r.status = ropekv::Status::kErrorLaunchFailed;
-    std::snprintf(r.message, sizeof r.message, "cudaMemcpyAsync: %s", cudaGetErrorString(e));
-    return r;
+    return error_result("cudaMemcpyAsync",
+                        cudaMemcpyAsync(static_cast<char*>(dp.copy_dst.ptr) + off,
+                                        static_cast<char*>(dp.copy_src.ptr) + off, dp.copy_bytes,
+                                        cudaMemcpyDeviceToDevice, stream));
   }
   if (c.kind == GpuKind::kMove) return launch_move(dp, set, c.pdl, stream);
   const ropekv::Arguments a = case_arguments(dp, set, c, stream);

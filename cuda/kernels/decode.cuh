@@ -19,10 +19,12 @@ namespace gpu {
 // (perf/RESULTS.md); the MLA kernels' lean bodies spill 4-28 bytes at 48.
 // MLA's kernels also have a 64-register twin (kDecodeFewBlocks), which the
 // launcher takes where its grid fits on the device at once too.
+constexpr int kDecodeFewMinBlocks = 4, kDecodeManyMinBlocks = 5;
 template <int kR, int kN>
-constexpr int kDecodeMinBlocks = (kR > 0 && kN <= 2 * kR) ? 4 : 5;
+constexpr int kDecodeMinBlocks = (kR > 0 && kN <= 2 * kR) ? kDecodeFewMinBlocks
+                                                          : kDecodeManyMinBlocks;
 template <int kR, int kN>
-constexpr bool kDecodeFewBlocks = kR > 0 && kDecodeMinBlocks<kR, kN> == 5;
+constexpr bool kDecodeFewBlocks = kR > 0 && kDecodeMinBlocks<kR, kN> == kDecodeManyMinBlocks;
 
 // For launches whose one-unit-per-thread grid fits on the device at once
 // (decode batches): token blockIdx.y's units in blocks along blockIdx.x,
