@@ -41,7 +41,8 @@ namespace {
 constexpr int kMaxDevices = 64;
 constexpr std::size_t kDefaultShared = 48 * 1024;  // dynamic shared memory without opt-in
 
-std::atomic<int> g_tune_decode{0}, g_tune_trigger{0}, g_tune_bulk{0}, g_tune_rows{0};
+std::atomic<int> g_tune_decode{0}, g_tune_trigger{0}, g_tune_bulk{0}, g_tune_rows{0},
+    g_tune_decode_warps{0};
 
 // Multiprocessor count of `dev`, read from the device once.
 int sm_count(int dev) {
@@ -326,8 +327,9 @@ const void* pick_vec(const LaunchParams& p, bool* by_part = nullptr) {
 
 // The decode path's blocks (see fused_decode_kernel's layouts), of whole
 // warps, up to max_warps (4: 128 threads; registers are allocated to blocks
-// in groups of four warps, so 4-warp blocks waste none; decide() takes 2
-// where that measured faster, perf/RESULTS.md).
+// in groups of four warps, so 4-warp blocks waste none; decide() takes 2 or
+// 8 where that measured faster, perf/RESULTS.md); `even`: a token's warps
+// spread evenly over its blocks (no idle warps in its last block).
 //  * packed: the token's units in `chunks` blocks;
 //  * by part: each part's units on warps of its own, the warps in blocks.
 struct DecodeLayout {
@@ -336,14 +338,15 @@ struct DecodeLayout {
   std::uint32_t warp_begin[kParts + 1] = {};
 };
 DecodeLayout decode_layout(const VecGeometry& g, std::uint32_t hq, bool by_part,
-                           unsigned max_warps = 4) {
+                           unsigned max_warps = 4, bool even = false) {
   DecodeLayout d;
   part_units(g, hq, d.units);
   for (int i = 0; i < kParts; ++i)
     d.warp_begin[i + 1] = d.warp_begin[i] + (by_part ? (d.units[i] + 31) / 32 : 0);
   const unsigned warps = by_part ? d.warp_begin[kParts] : (g.units + 31) / 32;
-  d.block = 32 * (warps < max_warps ? warps : max_warps);
   d.chunks = (warps + max_warps - 1) / max_warps;
+  const unsigned block_warps = even ? (warps + d.chunks - 1) / d.chunks : max_warps;
+  d.block = 32 * (warps < block_warps ? warps : block_warps);
   return d;
 }
 
@@ -609,6 +612,7 @@ void set_tuning(const Tuning& t) noexcept {
   g_tune_trigger.store(t.pdl_trigger, std::memory_order_relaxed);
   g_tune_bulk.store(t.bulk, std::memory_order_relaxed);
   g_tune_rows.store(t.rows, std::memory_order_relaxed);
+  g_tune_decode_warps.store(t.decode_warps, std::memory_order_relaxed);
 }
 Tuning tuning() noexcept {
   Tuning t;
@@ -616,6 +620,7 @@ Tuning tuning() noexcept {
   t.pdl_trigger = g_tune_trigger.load(std::memory_order_relaxed);
   t.bulk = g_tune_bulk.load(std::memory_order_relaxed);
   t.rows = g_tune_rows.load(std::memory_order_relaxed);
+  t.decode_warps = g_tune_decode_warps.load(std::memory_order_relaxed);
   return t;
 }
 
@@ -657,13 +662,32 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   if (tune.decode >= 0 && p.nnz <= 65535 && decode_fits(p, g)) {
     bool by_part = false;
     const void* kernel = pick_vec<VecFamily::kDecode>(p, &by_part);
-    DecodeLayout d = decode_layout(g, std::uint32_t(p.num_q_heads), by_part);
+    const std::uint32_t hq = std::uint32_t(p.num_q_heads);
+    DecodeLayout d = tune.decode_warps > 0
+                         ? decode_layout(g, hq, by_part, unsigned(tune.decode_warps), true)
+                         : decode_layout(g, hq, by_part);
     std::uint64_t blocks = std::uint64_t(d.chunks) * std::uint64_t(p.nnz);
+    // Without PDL, at 4 or more blocks a multiprocessor: blocks of up to 8
+    // warps, a token's warps spread evenly over them (fewer blocks, no idle
+    // warps), where that grid fits at once too; for the 64-register kernels
+    // (MLA's 48-register kernels, which have a twin, keep 4: not measured).
+    // With PDL larger blocks measured 1.2-1.4x slower at 256 tokens: they
+    // hold back the next launch's blocks (perf/RESULTS.md).
+    if (tune.decode_warps == 0 && !p.pdl && blocks >= 4 * std::uint64_t(sms) &&
+        pick_vec<VecFamily::kDecodeFew>(p) == nullptr) {
+      const DecodeLayout wide = decode_layout(g, hq, by_part, 8, true);
+      const std::uint64_t wide_blocks = std::uint64_t(wide.chunks) * std::uint64_t(p.nnz);
+      const int wide_per_sm = resident_per_sm(kernel, wide.block, 0, dev);
+      if (wide_per_sm > 0 && wide_blocks <= std::uint64_t(wide_per_sm) * std::uint64_t(sms)) {
+        d = wide;
+        blocks = wide_blocks;
+      }
+    }
     // Packed, with PDL and early indices: blocks of 2 warps while those of
     // 4 are fewer than 4 a multiprocessor (0.74-0.88 of the 4-warp time at
     // 64 tokens; with more blocks, or without early indices, no gain).
     if (!by_part && p.pdl && p.early_indices && blocks < 4 * std::uint64_t(sms)) {
-      d = decode_layout(g, std::uint32_t(p.num_q_heads), false, 2);
+      d = decode_layout(g, hq, false, 2);
       blocks = std::uint64_t(d.chunks) * std::uint64_t(p.nnz);
     }
     const int per_sm = resident_per_sm(kernel, d.block, 0, dev);
@@ -768,10 +792,10 @@ struct DecisionKey {
   std::int32_t dev, tune_decode, tune_trigger, page_shift;
   std::int32_t in, q_out, cache, cos, addressing;
   std::uint32_t flags;  // vector-eligible, checked, the index arrays' widths, tuning bulk, rows,
-                        // strides beyond 32 bits, PDL with early indices
+                        // strides beyond 32 bits, PDL with early indices, PDL, decode_warps
 };
 constexpr std::uint32_t kKeyBulk = 256, kKeyRows = 512, kKeyNoRows = 1024, kKeyWide = 2048,
-                        kKeyEarly = 4096;
+                        kKeyEarly = 4096, kKeyPdl = 8192, kKeyDecodeWarpsShift = 16;
 static_assert(std::has_unique_object_representations_v<DecisionKey>,
               "DecisionKey must have no padding (compared with memcmp)");
 
@@ -798,7 +822,8 @@ DecisionKey decision_key(const LaunchParams& p, int dev, const Tuning& tune) {
             (p.kv_indptr.i64 ? 64u : 0u) | (p.kv_indices.i64 ? 128u : 0u) |
             (tune.bulk > 0 ? kKeyBulk : 0u) | (tune.rows > 0 ? kKeyRows : 0u) |
             (tune.rows < 0 ? kKeyNoRows : 0u) | (strides_fit32(p) ? 0u : kKeyWide) |
-            (p.pdl && p.early_indices ? kKeyEarly : 0u);
+            (p.pdl && p.early_indices ? kKeyEarly : 0u) | (p.pdl ? kKeyPdl : 0u) |
+            (std::uint32_t(std::uint8_t(std::int8_t(tune.decode_warps))) << kKeyDecodeWarpsShift);
   return k;
 }
 
@@ -840,7 +865,8 @@ const PreparedLaunch* prepare_in_thread(const LaunchParams& p) noexcept {
   const DecisionKey key = decision_key(p, dev, tuning());
   PreparedLaunch& l = last.launch;
   const Tuning tune{key.tune_decode, key.tune_trigger, (key.flags & kKeyBulk) != 0 ? 1 : 0,
-                    (key.flags & kKeyRows) != 0 ? 1 : ((key.flags & kKeyNoRows) != 0 ? -1 : 0)};
+                    (key.flags & kKeyRows) != 0 ? 1 : ((key.flags & kKeyNoRows) != 0 ? -1 : 0),
+                    int(std::int8_t(std::uint8_t(key.flags >> kKeyDecodeWarpsShift)))};
   if (!last.valid || std::memcmp(&key, &last.key, sizeof key) != 0) {
     decide(p, dev, tune, l);
     last.key = key;
@@ -876,7 +902,8 @@ const PreparedLaunch* prepare_in_state(const LaunchParams& p, LaunchState& state
   PreparedLaunch& l = s.launch;
   bool decided = state.valid && s.nnz == p.nnz && s.dev == dev && s.tune.decode == tune.decode &&
                  s.tune.pdl_trigger == tune.pdl_trigger && s.tune.bulk == tune.bulk &&
-                 s.tune.rows == tune.rows && s.eligible == eligible;
+                 s.tune.rows == tune.rows && s.tune.decode_warps == tune.decode_warps &&
+                 s.eligible == eligible;
   if (decided && l.path == Path::kBulk && !bulk_holds(p, l.bulk)) decided = false;
   if (!decided) {
     decide(p, dev, tune, l);

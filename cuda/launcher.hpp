@@ -66,6 +66,9 @@ struct Tuning {
   // 1: the rows kernel for every vector-path launch of a specialised shape;
   // -1: never (the vector or staged kernel instead).
   int rows = 0;
+  // N > 0: decode blocks of at most N warps, a token's warps spread evenly
+  // over its blocks; -1: at most 4 warps, never the wider blocks of the rule.
+  int decode_warps = 0;
 };
 void set_tuning(const Tuning& t) noexcept;
 Tuning tuning() noexcept;

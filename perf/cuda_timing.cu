@@ -861,6 +861,8 @@ bool set_cuda_tuning(const std::string& spec) {
       t.rows = value;
     else if (key == "bulk")
       t.bulk = value;
+    else if (key == "decode_warps")
+      t.decode_warps = value;
     else
       return false;
     i = comma + 1;

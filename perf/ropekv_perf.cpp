@@ -88,8 +88,8 @@ void print_help() {
       "read, half written) in the same graph method; the fused rows then report\n"
       "pct_of_same_size_copy = copy time / fused time. Fused decode rows report\n"
       "x_floor = fused time / floor time (same addressing, hot or rotated).\n"
-      "ROPEKV_PERF_TUNING='decode=-1|1,pdl_trigger=-1|1,bulk=1,rows=1' overrides the launcher's\n"
-      "rules for measurements (cuda/launcher.hpp).\n"
+      "ROPEKV_PERF_TUNING='decode=-1|1,pdl_trigger=-1|1,bulk=1,rows=1,decode_warps=-1|N'\n"
+      "overrides the launcher's rules for measurements (cuda/launcher.hpp).\n"
       "The ceilings are printed on stderr. Run only the GPU part with\n"
       "--benchmark_filter='^cuda'.\n"
       "\n");

@@ -286,6 +286,56 @@ TEST(CudaLauncher, DecodeBlocksOfTwoWarpsForSmallEarlyLaunches) {
   EXPECT_EQ(l.block.x, 96u);
 }
 
+// Without PDL, from 4 blocks of 4 warps a multiprocessor on: one block of a
+// token's 6 warps (blocks of up to 8 warps, the warps spread evenly); below
+// that, or with PDL, blocks of 4 warps.
+TEST(CudaLauncher, DecodeBlocksOfUpToEightWarpsForLargeLaunchesWithoutPdl) {
+  if (!backend_available(Backend::kCuda))
+    GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)";
+  const int sms = multiprocessors();
+  ASSERT_GT(sms, 0);
+  const std::uintptr_t base = std::uintptr_t(1) << 32;
+  // 32 query and 8 KV heads of D = 64: 192 units a token, 6 warps.
+  const auto wide = [&](std::int64_t nnz) {
+    LaunchParams p = params(nnz, base);
+    const std::int64_t row = (32 + 16) * 64;
+    p.num_q_heads = 32;
+    p.num_kv_heads = 8;
+    p.q_rope = {p.q_rope.data, row, 64};
+    p.k_rope = {p.q_rope.data + 32 * 64 * 2, row, 64};
+    p.v = {p.q_rope.data + 40 * 64 * 2, row, 64};
+    p.q_rope_out = {p.q_rope_out.data, 32 * 64, 64};
+    return p;
+  };
+  LaunchParams large = wide(2 * sms);  // 4-warp blocks: 2 a token, 4 a multiprocessor
+  gpu::PreparedLaunch l = decide(large);
+  ASSERT_EQ(l.path, gpu::Path::kDecode);
+  EXPECT_EQ(l.block.x, 192u);
+  EXPECT_EQ(l.grid.x, 1u);
+  EXPECT_EQ(l.grid.y, unsigned(2 * sms));
+  large.pdl = true;
+  l = decide(large);
+  EXPECT_EQ(l.block.x, 128u);
+  EXPECT_EQ(l.grid.x, 2u);
+  LaunchParams small = wide(2 * sms - 1);
+  l = decide(small);
+  ASSERT_EQ(l.path, gpu::Path::kDecode);
+  EXPECT_EQ(l.block.x, 128u);
+  // The measurement override: the old rule, then 3-warp blocks spread evenly.
+  gpu::Tuning t;
+  t.decode_warps = -1;
+  gpu::set_tuning(t);
+  large.pdl = false;
+  const unsigned old_block = decide(large).block.x;
+  t.decode_warps = 3;
+  gpu::set_tuning(t);
+  const gpu::PreparedLaunch three = decide(large);
+  gpu::set_tuning(gpu::Tuning{});
+  EXPECT_EQ(old_block, 128u);
+  EXPECT_EQ(three.block.x, 96u);
+  EXPECT_EQ(three.grid.x, 2u);
+}
+
 // The MLA kernels' 64-register twin (kernels/decode.cuh, kDecodeFewBlocks):
 // taken where its grid fits on the device at once, the 48-register kernel
 // where only that one's does.
