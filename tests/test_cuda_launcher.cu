@@ -239,6 +239,19 @@ TEST(CudaLauncher, DecodeBodyFollowsScalesAndStyle) {
   }
 }
 
+// 32 query and 8 KV heads of D = 64: 192 units a token, 6 warps.
+LaunchParams wide(std::int64_t nnz) {
+  LaunchParams p = params(nnz, std::uintptr_t(1) << 32);
+  const std::int64_t row = (32 + 16) * 64;
+  p.num_q_heads = 32;
+  p.num_kv_heads = 8;
+  p.q_rope = {p.q_rope.data, row, 64};
+  p.k_rope = {p.q_rope.data + 32 * 64 * 2, row, 64};
+  p.v = {p.q_rope.data + 40 * 64 * 2, row, 64};
+  p.q_rope_out = {p.q_rope_out.data, 32 * 64, 64};
+  return p;
+}
+
 // The packed layout's blocks: 4 warps, or 2 with PDL and early indices
 // while 4-warp blocks are fewer than 4 a multiprocessor (the per-thread
 // decision cache tells the two apart); the by-part layout keeps 4.
@@ -247,19 +260,6 @@ TEST(CudaLauncher, DecodeBlocksOfTwoWarpsForSmallEarlyLaunches) {
     GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)";
   const int sms = multiprocessors();
   ASSERT_GT(sms, 0);
-  const std::uintptr_t base = std::uintptr_t(1) << 32;
-  // 32 query and 8 KV heads of D = 64: 192 units a token, 6 warps.
-  const auto wide = [&](std::int64_t nnz) {
-    LaunchParams p = params(nnz, base);
-    const std::int64_t row = (32 + 16) * 64;
-    p.num_q_heads = 32;
-    p.num_kv_heads = 8;
-    p.q_rope = {p.q_rope.data, row, 64};
-    p.k_rope = {p.q_rope.data + 32 * 64 * 2, row, 64};
-    p.v = {p.q_rope.data + 40 * 64 * 2, row, 64};
-    p.q_rope_out = {p.q_rope_out.data, 32 * 64, 64};
-    return p;
-  };
   LaunchParams small = wide(2 * sms - 1);  // 4-warp blocks: 2 a token, < 4 a multiprocessor
   gpu::PreparedLaunch l = decide(small);
   ASSERT_EQ(l.path, gpu::Path::kDecode);
@@ -279,7 +279,7 @@ TEST(CudaLauncher, DecodeBlocksOfTwoWarpsForSmallEarlyLaunches) {
   EXPECT_EQ(l.block.x, 128u);
   small.pdl = false;  // early indices without PDL: not early
   EXPECT_EQ(decide(small).block.x, 128u);
-  LaunchParams table = page_table_params(8, base);
+  LaunchParams table = page_table_params(8, std::uintptr_t(1) << 32);
   table.pdl = table.early_indices = true;
   l = decide(table);
   ASSERT_TRUE(l.decode_by_part);
@@ -294,19 +294,6 @@ TEST(CudaLauncher, DecodeBlocksOfUpToEightWarpsForLargeLaunchesWithoutPdl) {
     GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)";
   const int sms = multiprocessors();
   ASSERT_GT(sms, 0);
-  const std::uintptr_t base = std::uintptr_t(1) << 32;
-  // 32 query and 8 KV heads of D = 64: 192 units a token, 6 warps.
-  const auto wide = [&](std::int64_t nnz) {
-    LaunchParams p = params(nnz, base);
-    const std::int64_t row = (32 + 16) * 64;
-    p.num_q_heads = 32;
-    p.num_kv_heads = 8;
-    p.q_rope = {p.q_rope.data, row, 64};
-    p.k_rope = {p.q_rope.data + 32 * 64 * 2, row, 64};
-    p.v = {p.q_rope.data + 40 * 64 * 2, row, 64};
-    p.q_rope_out = {p.q_rope_out.data, 32 * 64, 64};
-    return p;
-  };
   LaunchParams large = wide(2 * sms);  // 4-warp blocks: 2 a token, 4 a multiprocessor
   gpu::PreparedLaunch l = decide(large);
   ASSERT_EQ(l.path, gpu::Path::kDecode);
