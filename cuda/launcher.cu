@@ -662,6 +662,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   if (tune.decode >= 0 && p.nnz <= 65535 && decode_fits(p, g)) {
     bool by_part = false;
     const void* kernel = pick_vec<VecFamily::kDecode>(p, &by_part);
+    const void* few = pick_vec<VecFamily::kDecodeFew>(p);  // a 48-register kernel's twin
     const std::uint32_t hq = std::uint32_t(p.num_q_heads);
     DecodeLayout d = tune.decode_warps > 0
                          ? decode_layout(g, hq, by_part, unsigned(tune.decode_warps), true)
@@ -673,8 +674,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
     // (MLA's 48-register kernels, which have a twin, keep 4: not measured).
     // With PDL larger blocks measured 1.2-1.4x slower at 256 tokens: they
     // hold back the next launch's blocks (perf/RESULTS.md).
-    if (tune.decode_warps == 0 && !p.pdl && blocks >= 4 * std::uint64_t(sms) &&
-        pick_vec<VecFamily::kDecodeFew>(p) == nullptr) {
+    if (tune.decode_warps == 0 && !p.pdl && blocks >= 4 * std::uint64_t(sms) && few == nullptr) {
       const DecodeLayout wide = decode_layout(g, hq, by_part, 8, true);
       const std::uint64_t wide_blocks = std::uint64_t(wide.chunks) * std::uint64_t(p.nnz);
       const int wide_per_sm = resident_per_sm(kernel, wide.block, 0, dev);
@@ -694,7 +694,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
     if (per_sm > 0 && (tune.decode > 0 || blocks <= std::uint64_t(per_sm) * std::uint64_t(sms))) {
       // A 48-register kernel's 64-register twin where its grid fits at once
       // too (MLA: 0.97-0.99 at 1-8 tokens).
-      if (const void* few = pick_vec<VecFamily::kDecodeFew>(p)) {
+      if (few != nullptr) {
         const int few_per_sm = resident_per_sm(few, d.block, 0, dev);
         if (few_per_sm > 0 && blocks <= std::uint64_t(few_per_sm) * std::uint64_t(sms))
           kernel = few;
