@@ -1,8 +1,8 @@
 // One description of every view of Arguments that validation looks at: the
 // name messages print, where it is, its role, when it takes part, its rank,
 // its dtype rule and what each dim is (a size it defines or must equal).
-// Validation's phases and a prepared call's step walk it (validate.cpp),
-// each in the order derived for it below.
+// Validation's phases and a prepared call's step walk it (validate.cpp,
+// step_plan.cpp), each in the order derived for it below.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,5 @@
 // Validation: every host-side rule, walking the argument table
-// (argument_table.hpp), and a prepared call's re-check of a step.
+// (argument_table.hpp), in the phases of Validator (validator.hpp).
 //
 // Every rule returns a distinct Status with a message naming the argument and
 // the rule. Rules run in a fixed order; the first failure is reported.
@@ -8,13 +8,13 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <new>
 
 #include "detail/argument_table.hpp"
 #include "detail/overlap.hpp"
 #include "detail/result.hpp"
+#include "detail/validator.hpp"
 
 namespace ropekv {
 namespace detail {
@@ -150,34 +150,9 @@ Result equal_error(const ViewSpec& s, int d, std::int64_t n, std::int64_t want) 
                      s.name, d, z.what, static_cast<long long>(want), static_cast<long long>(n));
 }
 
-// ---- the phases
-class Validator {
- public:
-  explicit Validator(const Arguments& a) : a_(a), on_(a) {}
+}  // namespace
 
-  // Every rule.
-  Result run() const;
-  // A prepared call's step: the rules that the fields a step may change enter.
-  bool run_step(const StepPlan& plan) const;
-
- private:
-  // The rule phases, in the order run() applies them. kStep: only the rules
-  // on sizes a step may change (the token count, the page-table lengths).
-  Result check_enums() const;
-  Result check_views() const;
-  Result check_dtypes() const;
-  Result check_sizes(const std::int64_t* size) const;
-  template <bool kStep>
-  Result check_extents() const;
-  Result check_scales() const;
-  Result check_overlaps() const;
-
-  const TensorView& view(ViewId id) const { return view_in(a_, kViews[id]); }
-
-  const Arguments& a_;
-  const Active on_;
-};
-
+// ---- the phases (the class: validator.hpp)
 Result Validator::run() const {
   ROPEKV_TRY(check_enums());
   ROPEKV_TRY(check_views());
@@ -357,281 +332,10 @@ Result Validator::check_overlaps() const {
   return overlap_rule(v, spans, OverlapViews::kOutputs);
 }
 
-static_assert(
-    [] {
-      for (const DTypeInfo& d : kDTypes)
-        if ((d.bytes & (d.bytes - 1)) != 0) return false;
-      return true;
-    }(),
-    "run_step tests alignment with a mask: element sizes must be powers of two");
-// The byte length of a view's span with extent 0 = n > 0 (its other extents
-// > 0, their part pv.rest_elems): false where it does not fit in int64.
-bool span_bytes(const StepPlan::View& pv, std::int64_t n, std::int64_t stride0, std::int64_t* elems,
-                std::int64_t* bytes) {
-  return mul_fits(n - 1, stride0, elems) && add_fits(*elems, pv.rest_elems, elems) &&
-         mul_fits(*elems, pv.es, bytes);
-}
-bool Validator::run_step(const StepPlan& plan) const {
-  // Every view's data rules (null, alignment, span, end address) and span,
-  // from the plan's shape and this step's data and extent 0.
-  const OverlapViews v(a_, on_);
-  Span spans[OverlapViews::kAll];
-  for (std::size_t k = 0; k < plan.num_present; ++k) {
-    const std::size_t i = plan.present[k];
-    const TensorView& t = *v.view[i];
-    const StepPlan::View& pv = plan.view[i];
-    const std::int64_t n = t.extent[0];
-    if (n < 0 || (pv.strided_vector && n > 1)) return false;
-    if (n == 0 || !pv.others_nonzero) continue;
-    const std::uintptr_t lo = reinterpret_cast<std::uintptr_t>(t.data);
-    std::int64_t elems = 0, bytes = pv.prepared_bytes;
-    if (n != pv.prepared_n || bytes < 0) {
-      if (!pv.rest_fits || !span_bytes(pv, n, t.stride[0], &elems, &bytes)) return false;
-    }
-    if (t.data == nullptr || (lo & std::uintptr_t(pv.es - 1)) != 0 ||
-        lo > std::numeric_limits<std::uintptr_t>::max() - std::uintptr_t(bytes))
-      return false;
-    spans[i].lo = lo;
-    spans[i].hi = lo + std::uintptr_t(bytes);
-  }
-  if (!check_extents<true>().ok() || !check_scales().ok()) return false;
-  // Outputs of a fixed shape keep the plan's verdict on overlapping
-  // themselves; the per-token ones' holds up to the plan's token count.
-  const bool self_ok = walk<OverlapViews::kOutputs>([&](auto i) {
-    constexpr std::size_t k = decltype(i)::value;
-    if constexpr (per_token(kViews[kOverlapOrder.view[k]])) {
-      return v.view[k]->extent[0] <= plan.self_checked_tokens || self_disjoint(*v.view[k]);
-    } else {
-      return true;
-    }
-  });
-  if (!self_ok) return false;
-  // The overlap rule over the plan's pairs of present views (a view empty at
-  // this step has the span [0, 0): disjoint from every span). First the
-  // groups' union spans, in one pass without branches: where two meet, every
-  // pair one by one.
-  const auto disjoint = [&](std::size_t i, std::size_t j) {
-    return provably_disjoint(*v.view[i], spans[i], *v.view[j], spans[j]);
-  };
-  if (plan.num_group_pairs > 0) {
-    Span unions[OverlapViews::kAll];
-    for (std::size_t g = 0; g < plan.num_groups; ++g) unions[g].lo = ~std::uintptr_t(0);
-    for (std::size_t k = 0; k < plan.num_present; ++k) {
-      const std::size_t i = plan.present[k];
-      if (spans[i].hi == 0) continue;  // empty
-      Span& u = unions[plan.group[i]];
-      u.lo = spans[i].lo < u.lo ? spans[i].lo : u.lo;
-      u.hi = spans[i].hi > u.hi ? spans[i].hi : u.hi;
-    }
-    bool any = false;
-    for (std::size_t k = 0; k < plan.num_group_pairs; ++k)
-      any |= spans_meet(unions[plan.group_pair[k][0]], unions[plan.group_pair[k][1]]);
-    if (any) {
-      for (std::size_t k = 0; k < plan.num_pairs; ++k)
-        if (!disjoint(plan.pair[k][0], plan.pair[k][1])) return false;
-      return true;
-    }
-  }
-  // Within the groups: the interleaved pairs keep the plan's verdict where
-  // they lie as they did.
-  for (std::size_t k = 0; k < plan.num_interleaved; ++k) {
-    const StepPlan::Interleaved& e = plan.interleaved[k];
-    const TensorView &a = *v.view[e.i], &b = *v.view[e.j];
-    const std::uintptr_t distance =
-        reinterpret_cast<std::uintptr_t>(b.data) - reinterpret_cast<std::uintptr_t>(a.data);
-    const bool as_planned = distance == e.distance && a.extent[0] == e.n_i && b.extent[0] == e.n_j;
-    if (!as_planned && !disjoint(e.i, e.j)) return false;
-  }
-  bool any = false;
-  for (std::size_t k = 0; k < plan.num_inner; ++k)
-    any |= spans_meet(spans[plan.inner[k][0]], spans[plan.inner[k][1]]);
-  if (!any) return true;
-  for (std::size_t k = 0; k < plan.num_inner; ++k)
-    if (!disjoint(plan.inner[k][0], plan.inner[k][1])) return false;
-  return true;
-}
-
-// ---- prepared calls
-// Equal dtype, rank, strides and extents; with `token_free`, extent 0 (a
-// token count or a page-table length) may differ.
-static_assert(sizeof(TensorView) == 80 && offsetof(TensorView, dtype) == 8 &&
-                  offsetof(TensorView, rank) == 12 && offsetof(TensorView, extent) == 16 &&
-                  offsetof(TensorView, stride) == 48,
-              "TensorView's layout changed: update same_view");
-inline bool same_view(const TensorView& a, const TensorView& b, bool token_free) {
-  // dtype and rank, extents, strides: the 9 words after data (word 1:
-  // extent 0), compared without branches.
-  auto differ = [&](int k) {
-    std::uint64_t x, y;
-    std::memcpy(&x, reinterpret_cast<const char*>(&a.dtype) + 8 * k, 8);
-    std::memcpy(&y, reinterpret_cast<const char*>(&b.dtype) + 8 * k, 8);
-    return x ^ y;
-  };
-  std::uint64_t diff = differ(0) | (token_free ? 0 : differ(1));
-  for (int k = 2; k < 9; ++k) diff |= differ(k);
-  return diff == 0;
-}
-// Equal convention and, for a host scale, value; a device scale may move.
-bool same_scale(const Scale& a, const Scale& b) {
-  return a.convention == b.convention && (a.device == nullptr) == (b.device == nullptr) &&
-         (a.device != nullptr || a.value == b.value);
-}
-
-// `a` and `b` differ at most in the fields a step may change: the views'
-// data, extent 0 of the views whose dim 0 a step may change (per-token,
-// page table), device scale and checked-mode counter pointers (not whether
-// they are null), the stream.
-bool same_except_step(const Arguments& a, const Arguments& b) {
-  // Every field of Arguments is named here or in kViews; a new field must be added.
-  static_assert(sizeof(void*) != 8 || sizeof(Arguments) == 1480,
-                "Arguments changed: update same_except_step");
-  if (a.kind != b.kind || a.rope_style != b.rope_style || a.cache_index.form != b.cache_index.form)
-    return false;
-  // With equal kind, form and ranks, the views a call uses are b's.
-  const Active on(b);
-  const bool views = walk<kNumViews>([&](auto i) {
-    constexpr const ViewSpec& s = kViews[decltype(i)::value];
-    if constexpr (is_scalar(s.role)) {
-      return true;
-    } else {
-      // Of a view the call does not use, the rules read only its rank.
-      if (!on(s.when)) return view_in(a, s).rank == view_in(b, s).rank;
-      return same_view(view_in(a, s), view_in(b, s), size_spec(s.dim[0].size).per_step);
-    }
-  });
-  return views && same_scale(a.q_scale, b.q_scale) && same_scale(a.k_scale, b.k_scale) &&
-         same_scale(a.v_scale, b.v_scale) && a.checked.enabled == b.checked.enabled &&
-         (a.checked.skipped_tokens == nullptr) == (b.checked.skipped_tokens == nullptr) &&
-         a.programmatic_dependent_launch == b.programmatic_dependent_launch &&
-         a.indices_ready_before_previous_kernel == b.indices_ready_before_previous_kernel;
-}
-
-}  // namespace
+// For run_step (step_plan.cpp).
+template Result Validator::check_extents<true>() const;
 
 Result validate_arguments(const Arguments& args) noexcept { return Validator(args).run(); }
-
-static_assert(
-    sizeof(StepPlan::view) / sizeof(StepPlan::View) == OverlapViews::kAll &&
-        sizeof(StepPlan::present) == OverlapViews::kAll &&
-        sizeof(StepPlan::pair) / 2 >=
-            OverlapViews::kOutputs * (2 * OverlapViews::kAll - OverlapViews::kOutputs - 1) / 2,
-    "StepPlan::view, present: one entry per view of the overlap rule; pair: room for all pairs");
-
-void plan_shape(StepPlan* plan, const Arguments& validated) noexcept {
-  plan->self_checked_tokens = validated.q_rope.extent[0];
-  const OverlapViews v(validated, Active(validated));
-  plan->num_present = 0;
-  plan->num_pairs = 0;
-  for (std::size_t i = 0; i < OverlapViews::kAll; ++i) {
-    const TensorView& t = *v.view[i];
-    StepPlan::View& pv = plan->view[i];
-    if (t.rank > 0) {
-      for (std::size_t k = 0; k < plan->num_present; ++k)
-        if (plan->present[k] < OverlapViews::kOutputs) {
-          plan->pair[plan->num_pairs][0] = plan->present[k];
-          plan->pair[plan->num_pairs][1] = std::uint8_t(i);
-          ++plan->num_pairs;
-        }
-      plan->present[plan->num_present++] = std::uint8_t(i);
-    }
-    pv.es = std::int64_t(size_of(t.dtype));
-    pv.strided_vector = t.rank == 1 && t.stride[0] != 1;
-    pv.others_nonzero = t.rank > 0;
-    pv.rest_elems = 1;
-    pv.rest_fits = true;
-    for (int k = 1; k < t.rank; ++k) {
-      pv.others_nonzero = pv.others_nonzero && t.extent[k] > 0;
-      std::int64_t term = 0;
-      if (t.extent[k] > 0 && !(mul_fits(t.extent[k] - 1, t.stride[k], &term) &&
-                               add_fits(pv.rest_elems, term, &pv.rest_elems)))
-        pv.rest_fits = false;
-    }
-    pv.prepared_n = t.rank > 0 ? t.extent[0] : 0;
-    pv.prepared_bytes = -1;
-    std::int64_t elems = 0, bytes = 0;
-    if (pv.prepared_n > 0 && pv.others_nonzero && pv.rest_fits &&
-        span_bytes(pv, pv.prepared_n, t.stride[0], &elems, &bytes))
-      pv.prepared_bytes = bytes;
-  }
-  // Groups: views joined while their spans meet (a view and its group's
-  // first view share its number), then the pairs of groups one of which
-  // holds an output, and the pairs within a group.
-  Span spans[OverlapViews::kAll];
-  for (std::size_t k = 0; k < plan->num_present; ++k) {
-    const std::size_t i = plan->present[k];
-    spans[i] = span_of(*v.view[i]);
-    plan->group[i] = std::uint8_t(i);
-  }
-  const auto meet = [&](std::size_t i, std::size_t j) { return spans_meet(spans[i], spans[j]); };
-  for (bool joined = true; joined;) {  // to a fixed point: at most 21 rounds of 21 x 21
-    joined = false;
-    for (std::size_t a = 0; a < plan->num_present; ++a)
-      for (std::size_t b = a + 1; b < plan->num_present; ++b) {
-        const std::size_t i = plan->present[a], j = plan->present[b];
-        if (plan->group[i] == plan->group[j] || !meet(i, j)) continue;
-        const std::uint8_t from = plan->group[j] > plan->group[i] ? plan->group[j] : plan->group[i];
-        const std::uint8_t to = plan->group[j] > plan->group[i] ? plan->group[i] : plan->group[j];
-        for (std::size_t c = 0; c < plan->num_present; ++c)
-          if (plan->group[plan->present[c]] == from) plan->group[plan->present[c]] = to;
-        joined = true;
-      }
-  }
-  // Group numbers 0 .. num_groups - 1, in the order of their first views.
-  std::uint8_t number[OverlapViews::kAll];
-  bool has_output[OverlapViews::kAll] = {};
-  plan->num_groups = 0;
-  for (std::size_t k = 0; k < plan->num_present; ++k) {
-    const std::size_t i = plan->present[k];
-    if (plan->group[i] == i) number[i] = plan->num_groups++;
-  }
-  for (std::size_t k = 0; k < plan->num_present; ++k) {
-    const std::size_t i = plan->present[k];
-    plan->group[i] = number[plan->group[i]];
-    if (i < OverlapViews::kOutputs) has_output[plan->group[i]] = true;
-  }
-  plan->num_group_pairs = 0;
-  for (std::size_t g = 0; g < plan->num_groups; ++g)
-    for (std::size_t h = g + 1; h < plan->num_groups; ++h)
-      if (has_output[g] || has_output[h]) {
-        plan->group_pair[plan->num_group_pairs][0] = std::uint8_t(g);
-        plan->group_pair[plan->num_group_pairs][1] = std::uint8_t(h);
-        ++plan->num_group_pairs;
-      }
-  // Where the unions cost about as much as the pairs they stand for (a
-  // union per view, a test per pair of groups), one group: every pair inner.
-  if (plan->num_present + plan->num_group_pairs >= plan->num_pairs) {
-    for (std::size_t k = 0; k < plan->num_present; ++k) plan->group[plan->present[k]] = 0;
-    plan->num_groups = 1;
-    plan->num_group_pairs = 0;
-  }
-  plan->num_inner = 0;
-  plan->num_interleaved = 0;
-  for (std::size_t k = 0; k < plan->num_pairs; ++k) {
-    const std::uint8_t i = plan->pair[k][0], j = plan->pair[k][1];
-    if (plan->group[i] != plan->group[j]) continue;
-    if (!meet(i, j) ||
-        plan->num_interleaved == sizeof(plan->interleaved) / sizeof(plan->interleaved[0])) {
-      plan->inner[plan->num_inner][0] = i;
-      plan->inner[plan->num_inner][1] = j;
-      ++plan->num_inner;
-      continue;
-    }
-    StepPlan::Interleaved& e = plan->interleaved[plan->num_interleaved++];
-    e.i = i;
-    e.j = j;
-    e.distance = reinterpret_cast<std::uintptr_t>(v.view[j]->data) -
-                 reinterpret_cast<std::uintptr_t>(v.view[i]->data);
-    e.n_i = v.view[i]->extent[0];
-    e.n_j = v.view[j]->extent[0];
-  }
-}
-
-bool validate_step(const StepPlan& plan, const Arguments& args) noexcept {
-  // last_step: the lines the step's byte compare has just begun to read, and
-  // those lower_step then writes (the same verdict as the prepared arguments:
-  // a step keeps every field same_except_step compares).
-  return same_except_step(args, plan.last_step) && Validator(args).run_step(plan);
-}
 
 }  // namespace detail
 }  // namespace ropekv
