@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The HIP kernels' resource report without AMD hardware: compiles the device
-# source (cuda/launcher.cu as HIP) once per architecture with the build's
+# source (cuda/kernel_table.cu as HIP) once per architecture with the build's
 # own flags (the `hip` preset's compile command) plus clang's
 # -Rpass-analysis=kernel-resource-usage, and tabulates registers, scratch,
 # spills, LDS and occupancy of every kernel in hip/RESOURCES.md.
@@ -42,7 +42,7 @@ cmake --preset hip -B "$out" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DROPEKV_BUILD_T
 cmd=$(python3 - "$out/compile_commands.json" <<'EOF'
 import json, shlex, sys
 for e in json.load(open(sys.argv[1])):
-    if e["file"].endswith("cuda/launcher.cu"):
+    if e["file"].endswith("cuda/kernel_table.cu"):
         args = shlex.split(e["command"])
         # Drop the output and the architectures; the caller adds its own.
         keep, skip = [], False
@@ -60,14 +60,14 @@ for e in json.load(open(sys.argv[1])):
         break
 EOF
 )
-[ -n "$cmd" ] || { echo "hip_resources: no compile command for cuda/launcher.cu" >&2; exit 1; }
+[ -n "$cmd" ] || { echo "hip_resources: no compile command for cuda/kernel_table.cu" >&2; exit 1; }
 # ccache (or another launcher) in front of the compiler: run the compiler itself.
 cmd=$(python3 -c 'import shlex,sys; a=shlex.split(sys.argv[1]); print(shlex.join(a[1:] if "ccache" in a[0] else a))' "$cmd")
 
 remarks=()
 for arch in $archs; do
   log=$out/remarks-$arch.txt
-  echo "hip_resources: compiling cuda/launcher.cu for $arch (device code only)"
+  echo "hip_resources: compiling cuda/kernel_table.cu for $arch (device code only)"
   # shellcheck disable=SC2086
   if ! eval "$cmd --offload-arch=$arch --cuda-device-only -c -o /dev/null \
       -Rpass-analysis=kernel-resource-usage" >"$log" 2>&1; then

@@ -19,8 +19,8 @@ sed -e 's/@ROPEKV_CFG_KOKKOS@/1/' -e 's/@ROPEKV_CFG_CUDA@/1/' -e 's/@ROPEKV_CFG_
   core/include/ropekv/config.hpp.in >"$cfg/config.hpp"
 flags=(-I core/include -I "$tmp/include" -I core -I . -O3 -DNDEBUG -std=c++17 --fmad=false
        -Xcompiler=-ffp-contract=off -arch=sm_90)
-nvcc "${flags[@]}" -ptx cuda/launcher.cu -o "$tmp/k.ptx"
-nvcc "${flags[@]}" -cubin cuda/launcher.cu -o "$tmp/k.cubin" -Xptxas -v 2>"$tmp/ptxas.txt"
+nvcc "${flags[@]}" -ptx cuda/kernel_table.cu -o "$tmp/k.ptx"
+nvcc "${flags[@]}" -cubin cuda/kernel_table.cu -o "$tmp/k.cubin" -Xptxas -v 2>"$tmp/ptxas.txt"
 python3 - "$tmp/k.ptx" "$tmp/ptxas.txt" >"$out" <<'PY'
 import hashlib, re, sys
 ptx = open(sys.argv[1]).read()
