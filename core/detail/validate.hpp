@@ -13,6 +13,10 @@ namespace detail {
 // Every rule, in a fixed order; the Result of the first that fails names the
 // argument and the rule.
 Result validate_arguments(const Arguments& args) noexcept;
+// The rules a prepared call's step re-checks besides the data's (step_plan.cpp):
+// the sizes a step may change (the token count, the page-table lengths) and
+// the scales; true where they hold.
+bool step_rules_hold(const Arguments& args) noexcept;
 
 // Any of the non-rotary views present: N is given (possibly 0).
 inline bool has_nope(const Arguments& a) noexcept {

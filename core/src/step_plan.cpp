@@ -8,7 +8,6 @@
 #include "detail/argument_table.hpp"
 #include "detail/overlap.hpp"
 #include "detail/validate.hpp"
-#include "detail/validator.hpp"
 
 namespace ropekv {
 namespace detail {
@@ -84,12 +83,11 @@ bool same_except_step(const Arguments& a, const Arguments& b) {
          a.indices_ready_before_previous_kernel == b.indices_ready_before_previous_kernel;
 }
 
-}  // namespace
-
-bool Validator::run_step(const StepPlan& plan) const {
+// A step's re-check of `a` against the plan.
+bool run_step(const StepPlan& plan, const Arguments& a) {
   // Every view's data rules (null, alignment, span, end address) and span,
   // from the plan's shape and this step's data and extent 0.
-  const OverlapViews v(a_, on_);
+  const OverlapViews v(a, Active(a));
   Span spans[OverlapViews::kAll];
   for (std::size_t k = 0; k < plan.num_present; ++k) {
     const std::size_t i = plan.present[k];
@@ -109,7 +107,7 @@ bool Validator::run_step(const StepPlan& plan) const {
     spans[i].lo = lo;
     spans[i].hi = lo + std::uintptr_t(bytes);
   }
-  if (!check_extents<true>().ok() || !check_scales().ok()) return false;
+  if (!step_rules_hold(a)) return false;
   // Outputs of a fixed shape keep the plan's verdict on overlapping
   // themselves; the per-token ones' holds up to the plan's token count.
   const bool self_ok = walk<OverlapViews::kOutputs>([&](auto i) {
@@ -165,6 +163,8 @@ bool Validator::run_step(const StepPlan& plan) const {
     if (!disjoint(plan.inner[k][0], plan.inner[k][1])) return false;
   return true;
 }
+
+}  // namespace
 
 static_assert(
     sizeof(StepPlan::view) / sizeof(StepPlan::View) == OverlapViews::kAll &&
@@ -286,7 +286,7 @@ bool validate_step(const StepPlan& plan, const Arguments& args) noexcept {
   // last_step: the lines the step's byte compare has just begun to read, and
   // those lower_step then writes (the same verdict as the prepared arguments:
   // a step keeps every field same_except_step compares).
-  return same_except_step(args, plan.last_step) && Validator(args).run_step(plan);
+  return same_except_step(args, plan.last_step) && run_step(plan, args);
 }
 
 }  // namespace detail

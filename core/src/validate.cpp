@@ -1,5 +1,5 @@
 // Validation: every host-side rule, walking the argument table
-// (argument_table.hpp), in the phases of Validator (validator.hpp).
+// (argument_table.hpp), in the phases of Validator.
 //
 // Every rule returns a distinct Status with a message naming the argument and
 // the rule. Rules run in a fixed order; the first failure is reported.
@@ -14,7 +14,6 @@
 #include "detail/argument_table.hpp"
 #include "detail/overlap.hpp"
 #include "detail/result.hpp"
-#include "detail/validator.hpp"
 
 namespace ropekv {
 namespace detail {
@@ -150,9 +149,39 @@ Result equal_error(const ViewSpec& s, int d, std::int64_t n, std::int64_t want) 
                      s.name, d, z.what, static_cast<long long>(want), static_cast<long long>(n));
 }
 
+// One call's arguments against the rules: every rule (run), or those a
+// prepared call's step re-checks (step_rules_hold).
+class Validator {
+ public:
+  explicit Validator(const Arguments& a) : a_(a), on_(a) {}
+
+  // Every rule.
+  Result run() const;
+  // The size rules a step may change (the token count, the page-table
+  // lengths) and the scales' (step_rules_hold).
+  bool step_rules_hold() const { return check_extents<true>().ok() && check_scales().ok(); }
+
+ private:
+  // The rule phases, in the order run() applies them. kStep: only the rules
+  // on sizes a step may change (the token count, the page-table lengths).
+  Result check_enums() const;
+  Result check_views() const;
+  Result check_dtypes() const;
+  Result check_sizes(const std::int64_t* size) const;
+  template <bool kStep>
+  Result check_extents() const;
+  Result check_scales() const;
+  Result check_overlaps() const;
+
+  const TensorView& view(ViewId id) const { return view_in(a_, kViews[id]); }
+
+  const Arguments& a_;
+  const Active on_;
+};
+
 }  // namespace
 
-// ---- the phases (the class: validator.hpp)
+// ---- the phases
 Result Validator::run() const {
   ROPEKV_TRY(check_enums());
   ROPEKV_TRY(check_views());
@@ -332,10 +361,8 @@ Result Validator::check_overlaps() const {
   return overlap_rule(v, spans, OverlapViews::kOutputs);
 }
 
-// For run_step (step_plan.cpp).
-template Result Validator::check_extents<true>() const;
-
 Result validate_arguments(const Arguments& args) noexcept { return Validator(args).run(); }
+bool step_rules_hold(const Arguments& args) noexcept { return Validator(args).step_rules_hold(); }
 
 }  // namespace detail
 }  // namespace ropekv
