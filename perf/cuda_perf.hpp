@@ -1,6 +1,6 @@
-// GPU timing of the perf suite (perf/cuda_timing.cu), behind a plain C++
-// interface so that ropekv_perf.cpp needs no CUDA header. Compiled only when
-// ROPEKV_ENABLE_CUDA.
+// GPU timing of the perf suite (perf/cuda_timing.cu, cuda_floors.cu,
+// cuda_cpu_time.cu), behind a plain C++ interface so that ropekv_perf.cpp
+// needs no CUDA header. Compiled only when ROPEKV_ENABLE_CUDA.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,7 @@ namespace ropekv_perf {
 enum class GpuKind {
   kFused,    // ropekv::run(args, Backend::kCuda)
   kUnfused,  // unfused_cuda: RoPE, quantize, reshape_and_cache kernels
-  // The floor of the op's chain of dependent loads (perf/cuda_timing.cu): per
+  // The floor of the op's chain of dependent loads (perf/cuda_floors.cu): per
   // token its index entries, then the cos/sin row (and for page tables the
   // indptr and page entries), then one byte stored per output row.
   kFloor,

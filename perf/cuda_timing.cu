@@ -1,12 +1,9 @@
-// GPU timing of the perf suite: device buffers of (shape, nnz), a CUDA graph
-// of back-to-back calls rotating over enough buffer sets to leave the L2,
-// replayed and timed with events (median per call). See cuda_perf.hpp.
+// GPU timing of the perf suite (cuda_perf.hpp): device buffers of (shape, nnz), the calls and
+// their output check, and CUDA graphs of back-to-back calls replayed and timed with events.
 #include <cuda_runtime.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -14,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.hpp"
 #include "cuda/launcher.hpp"
 #include "cuda_perf.hpp"
+#include "cuda_problem.hpp"
 #include "detail/lower.hpp"
 #include "unfused.hpp"
 
@@ -30,18 +27,6 @@ constexpr int kMaxSets = 1000;               // buffer sets (= calls when above 
 constexpr int kWarmupReplays = 2;
 constexpr int kTimedReplays = 9;
 
-std::string cuda_error(const char* what, cudaError_t e) {
-  return std::string(what) + ": " + cudaGetErrorString(e);
-}
-#define PERF_CUDA_TRY(expr)           \
-  do {                                \
-    const cudaError_t e_ = (expr);    \
-    if (e_ != cudaSuccess) {          \
-      *error = cuda_error(#expr, e_); \
-      return false;                   \
-    }                                 \
-  } while (0)
-
 // Random bf16 values, never zero: the recipe of fill_random_bf16 (host).
 __global__ void fill_bf16_kernel(std::uint16_t* data, std::int64_t n, std::uint64_t seed) {
   const std::int64_t chunks = (n + 3) / 4;
@@ -53,34 +38,6 @@ __global__ void fill_bf16_kernel(std::uint16_t* data, std::int64_t n, std::uint6
 }
 
 std::size_t align_up(std::size_t n) { return (n + 255) & ~std::size_t(255); }
-
-// A device allocation freed on destruction.
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  ~DeviceBuffer() {
-    if (ptr != nullptr) cudaFree(ptr);
-  }
-};
-
-// The device side of one (shape, nnz): `sets` copies of the input and output
-// buffers (and the unfused scratch), one copy of the tables and indices.
-struct DeviceProblem {
-  std::string key;
-  const Shape* shape = nullptr;
-  Batch batch;
-  Sizes sizes;
-  int sets = 0;
-  double set_bytes = 0;  // byte-model bytes of one call
-  DeviceBuffer pool, shared;
-  DeviceBuffer copy_src, copy_dst;  // kCopy: `sets` slices of copy_bytes each
-  std::size_t copy_bytes = 0;
-  std::vector<Buffers> bufs;
-  std::vector<void*> q_rot, k_rot;
-  std::vector<ropekv::Arguments> args[2];  // [0] slot mapping, [1] page table
-  bool checked[2] = {false, false};        // fused output compared with the host backend
-
-  ~DeviceProblem() { cudaDeviceSynchronize(); }
-};
 
 std::unique_ptr<DeviceProblem>& current() {
   static std::unique_ptr<DeviceProblem> p;
@@ -181,210 +138,7 @@ bool ensure_copy_buffers(DeviceProblem& dp, std::string* error) {
   return true;
 }
 
-// ------------------------------------------------------------------ floor
-// The floor of the op's dependent-load chain: block t, thread r takes output
-// row r of token t (q heads, then k heads, then v heads) and does only what
-// no version of the op can skip: load the token's index entries, then (not
-// padding) its cos/sin value at the position and, for page tables,
-// kv_indptr[b] then the page entry, then store one byte of the row.
-struct FloorParams {
-  const std::int64_t* slots;
-  const std::int64_t* positions;
-  const std::int32_t* batch_indices;
-  const std::int32_t* kv_positions;
-  const std::int32_t* kv_indptr;
-  const std::int32_t* kv_indices;
-  const float* cos_sin;
-  std::uint8_t *q_out, *k_cache, *v_cache;
-  std::int64_t q_token, q_head;  // bytes
-  std::int64_t k_stride[3], v_stride[3];
-  int rotary, page_shift, hq, hk, v_rows;
-  bool page_table;
-};
-
-// The cache page and entry of a token (slot or batch index `key`, position `pos`).
-__device__ __forceinline__ void floor_page(const FloorParams& f, std::int64_t key, std::int64_t pos,
-                                           std::int64_t* page, std::int64_t* entry) {
-  const std::int64_t mask = (std::int64_t(1) << f.page_shift) - 1;
-  if (f.page_table) {
-    *page = f.kv_indices[f.kv_indptr[key] + (pos >> f.page_shift)];
-    *entry = pos & mask;
-  } else {
-    *page = key >> f.page_shift;
-    *entry = key & mask;
-  }
-}
-
-__global__ void floor_kernel(const FloorParams f) {
-  const int row = int(threadIdx.x);
-  const std::int64_t t = blockIdx.x;
-  if (row >= f.hq + f.hk + f.v_rows) return;
-  const std::int64_t key = f.page_table ? std::int64_t(f.batch_indices[t]) : f.slots[t];
-  const std::int64_t pos = f.page_table ? std::int64_t(f.kv_positions[t]) : f.positions[t];
-  if (key < 0) return;
-  const float c = __ldg(f.cos_sin + pos * f.rotary + row % f.rotary);
-  std::uint8_t* dst;
-  if (row < f.hq) {
-    dst = f.q_out + t * f.q_token + row * f.q_head;
-  } else {
-    std::int64_t page, entry;
-    floor_page(f, key, pos, &page, &entry);
-    const bool k = row < f.hq + f.hk;
-    const int h = k ? row - f.hq : row - f.hq - f.hk;
-    dst = k ? f.k_cache + page * f.k_stride[0] + entry * f.k_stride[1] + h * f.k_stride[2]
-            : f.v_cache + page * f.v_stride[0] + entry * f.v_stride[1] + h * f.v_stride[2];
-  }
-  *dst = std::uint8_t(__float_as_uint(c));
-}
-
-// The data floor: the floor's chain with every byte of the op moved at the
-// decode kernel's grain, and no arithmetic. Block (x, t), thread i takes
-// 16-element unit u = x * blockDim.x + i of token t's rows (q heads, k heads:
-// D elements each, then v heads: Dv): it loads the index entries, then (not
-// padding) the unit's 32 input bytes and, for rotary units, its 8 cos and 8
-// sin values (four 16-byte loads), and for cache rows the page entry; it XORs
-// them together instead of rotating and quantizing, and stores 16 bytes (two
-// 8-byte halves, as the op writes a unit) into q_out or the cache row.
-struct DataFloorParams {
-  const uint4* in;        // token t's units: in + t * in_units, 2 vectors a unit
-  std::int64_t in_units;  // 16-element units per input row (its stride)
-  std::uint8_t* k_row;    // a key's cache row (its first byte)
-  int units, head_units, rot_units, q_units, kv_units;  // per token / head row
-};
-
-// (Both by value: a reference into a kernel parameter makes a local copy of it.)
-__global__ void data_floor_kernel(const FloorParams f, const DataFloorParams d) {
-  const int u = int(blockIdx.x * blockDim.x + threadIdx.x);
-  const std::int64_t t = blockIdx.y;
-  if (u >= d.units) return;
-  const std::int64_t key = f.page_table ? std::int64_t(f.batch_indices[t]) : f.slots[t];
-  const std::int64_t pos = f.page_table ? std::int64_t(f.kv_positions[t]) : f.positions[t];
-  if (key < 0) return;
-  const uint4* x = d.in + (t * d.in_units + u) * 2;
-  const uint4 a = __ldg(x), b = __ldg(x + 1);
-  const bool v_row = u >= d.q_units + d.kv_units;
-  const int vu = u - d.q_units - d.kv_units;
-  const int row = v_row ? vu / d.head_units : u / d.head_units;
-  const int sub = v_row ? vu - row * d.head_units : u - row * d.head_units;
-  uint4 c = make_uint4(0, 0, 0, 0), s = c;
-  if (!v_row && sub < d.rot_units) {
-    const uint4* cs = reinterpret_cast<const uint4*>(f.cos_sin + pos * f.rotary) + 2 * sub;
-    const uint4 c0 = __ldg(cs), c1 = __ldg(cs + 1);
-    const uint4 s0 = __ldg(cs + f.rotary / 8), s1 = __ldg(cs + f.rotary / 8 + 1);
-    c = make_uint4(c0.x ^ c1.x, c0.y ^ c1.y, c0.z ^ c1.z, c0.w ^ c1.w);
-    s = make_uint4(s0.x ^ s1.x, s0.y ^ s1.y, s0.z ^ s1.z, s0.w ^ s1.w);
-  }
-  std::uint8_t* dst;
-  if (u < d.q_units) {
-    dst = f.q_out + t * f.q_token + row * f.q_head;
-  } else {
-    std::int64_t page, entry;
-    floor_page(f, key, pos, &page, &entry);
-    const int h = v_row ? row : row - f.hq;
-    dst = v_row ? f.v_cache + page * f.v_stride[0] + entry * f.v_stride[1] + h * f.v_stride[2]
-                : d.k_row + page * f.k_stride[0] + entry * f.k_stride[1] + h * f.k_stride[2];
-  }
-  uint2* out = reinterpret_cast<uint2*>(dst) + 2 * sub;
-  out[0] = make_uint2(a.x ^ a.z ^ c.x ^ s.x, a.y ^ a.w ^ c.y ^ s.y);
-  out[1] = make_uint2(b.x ^ b.z ^ c.z ^ s.z, b.y ^ b.w ^ c.w ^ s.w);
-}
-
-// The move floor: what moving the op's q, k and v bytes alone costs in a
-// kernel. Thread u takes 16-element unit u of the input buffer (the nnz
-// tokens' rows: two 16-byte loads) and stores 16 bytes (the unit's sixteen
-// one-byte codes' worth) at unit u of a contiguous output; no index, no
-// cos/sin, no arithmetic but an XOR. With PDL it lets the next launch start at
-// once and waits for the previous grid before its loads, which is all a call
-// whose inputs the previous kernel writes can do before its data.
-__global__ void move_kernel(const uint4* in, uint4* out, std::int64_t units) {
-  namespace gpu = ropekv::detail::gpu;
-  gpu::dependents_launch();
-  gpu::dependency_wait();
-  const std::int64_t u = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
-  if (u >= units) return;
-  const uint4 a = __ldg(in + 2 * u), b = __ldg(in + 2 * u + 1);
-  __stcs(out + u, make_uint4(a.x ^ b.x, a.y ^ b.y, a.z ^ b.z, a.w ^ b.w));
-}
-
-FloorParams floor_params(const ropekv::Arguments& a, const Shape& s) {
-  FloorParams f = {};
-  const ropekv::CacheIndex& ci = a.cache_index;
-  f.page_table = ci.form == ropekv::Addressing::kPageTable;
-  f.slots = static_cast<const std::int64_t*>(ci.slot_mapping.data);
-  f.positions = static_cast<const std::int64_t*>(a.positions.data);
-  f.batch_indices = static_cast<const std::int32_t*>(ci.batch_indices.data);
-  f.kv_positions = static_cast<const std::int32_t*>(ci.kv_positions.data);
-  f.kv_indptr = static_cast<const std::int32_t*>(ci.kv_indptr.data);
-  f.kv_indices = static_cast<const std::int32_t*>(ci.kv_indices.data);
-  f.cos_sin = static_cast<const float*>(a.cos_sin_cache.data);
-  f.q_out = static_cast<std::uint8_t*>(a.q_rope_out.data);
-  f.k_cache = static_cast<std::uint8_t*>(a.k_cache_rope.data);
-  f.v_cache = static_cast<std::uint8_t*>(a.v_cache.data);
-  f.q_token = a.q_rope_out.stride[0];
-  f.q_head = a.q_rope_out.stride[1];
-  for (int i = 0; i < 3; ++i) {
-    f.k_stride[i] = a.k_cache_rope.stride[i];
-    f.v_stride[i] = a.v_cache.present() ? a.v_cache.stride[i] : 0;
-  }
-  f.rotary = int(s.rotary);
-  f.page_shift = 0;
-  while ((std::int64_t(1) << f.page_shift) < s.page_size) ++f.page_shift;
-  f.hq = int(s.hq);
-  f.hk = int(s.hk);
-  f.v_rows = a.v_cache.present() ? int(s.hk) : 0;
-  return f;
-}
-
-// A failed launch's Result for error e (success: none).
-ropekv::Result error_result(const char* what, cudaError_t e) {
-  if (e == cudaSuccess) return ropekv::Result{};
-  ropekv::Result r;
-  r.status = ropekv::Status::kErrorLaunchFailed;
-  std::snprintf(r.message, sizeof r.message, "%s: %s", what, cudaGetErrorString(e));
-  return r;
-}
-ropekv::Result launch_result(const char* what) { return error_result(what, cudaGetLastError()); }
-
-ropekv::Result launch_data_floor(const ropekv::Arguments& a, const Shape& s, const Sizes& z,
-                                 cudaStream_t stream) {
-  const FloorParams f = floor_params(a, s);
-  DataFloorParams d = {};
-  d.in = static_cast<const uint4*>(a.q_rope.data);
-  d.in_units = z.in_row / 16;
-  d.k_row = f.k_cache;
-  if (a.k_cache_nope.present())
-    d.k_row = std::min(d.k_row, static_cast<std::uint8_t*>(a.k_cache_nope.data));
-  d.head_units = int(s.head_dim() / 16);
-  d.rot_units = int(s.rotary / 16);
-  d.q_units = int(s.hq) * d.head_units;
-  d.kv_units = int(s.hk) * d.head_units;
-  d.units = d.q_units + d.kv_units + f.v_rows * int(s.v_dim / 16);
-  const unsigned block = unsigned(std::min(128, (d.units + 31) / 32 * 32));
-  const dim3 grid((unsigned(d.units) + block - 1) / block, unsigned(a.q_rope.extent[0]));
-  data_floor_kernel<<<grid, block, 0, stream>>>(f, d);
-  return launch_result("data floor kernel");
-}
-
-ropekv::Result launch_floor(const ropekv::Arguments& a, const Shape& s, cudaStream_t stream) {
-  const FloorParams f = floor_params(a, s);
-  const int rows = f.hq + f.hk + f.v_rows;
-  floor_kernel<<<unsigned(a.q_rope.extent[0]), unsigned((rows + 31) / 32 * 32), 0, stream>>>(f);
-  return launch_result("floor kernel");
-}
-
-ropekv::Result launch_move(DeviceProblem& dp, int set, bool pdl, cudaStream_t stream) {
-  const uint4* in = static_cast<const uint4*>(dp.bufs[std::size_t(set)].in);
-  uint4* out = reinterpret_cast<uint4*>(static_cast<char*>(dp.copy_dst.ptr) +
-                                        dp.copy_bytes * std::size_t(set));
-  std::int64_t units = dp.sizes.in_elems / 16;
-  constexpr unsigned kBlock = 128;
-  void* args[] = {&in, &out, &units};
-  const cudaError_t e = ropekv::detail::gpu::launch(reinterpret_cast<const void*>(&move_kernel),
-                                                    dim3(unsigned((units + kBlock - 1) / kBlock)),
-                                                    dim3(kBlock), 0, stream, pdl, args);
-  const cudaError_t last = cudaGetLastError();  // (cleared either way)
-  return error_result("move kernel", e != cudaSuccess ? e : last);
-}
+}  // namespace
 
 // ------------------------------------------------------------------ calls
 ropekv::Arguments case_arguments(const DeviceProblem& dp, int set, const GpuCase& c,
@@ -395,6 +149,8 @@ ropekv::Arguments case_arguments(const DeviceProblem& dp, int set, const GpuCase
   a.indices_ready_before_previous_kernel = c.early;
   return a;
 }
+
+namespace {
 
 ropekv::Result call(DeviceProblem& dp, int set, const GpuCase& c, cudaStream_t stream) {
   if (c.kind == GpuKind::kCopy) {
@@ -426,6 +182,8 @@ std::string launch_path(const DeviceProblem& dp, const GpuCase& c) {
   if (!gpu::prepare_launch(p, &l).ok()) return "?";
   return gpu::to_string(l.path);
 }
+
+}  // namespace
 
 // Runs set 0 once on zeroed outputs and, when the host backend is compiled
 // and nnz is small, compares q_out and both caches byte for byte with the
@@ -510,176 +268,7 @@ bool check_output(DeviceProblem& dp, const GpuCase& c, cudaStream_t stream, std:
   return true;
 }
 
-// CPU work of a fixed length (a dependent chain the compiler cannot fold),
-// about 0.1 µs: the control for launches spaced by a short host step.
-void spin() {
-  static volatile std::uint32_t seed = 1;
-  std::uint32_t x = seed;
-  for (int i = 0; i < 64; ++i) x = x * 1664525u + 1013904223u;
-  seed = x;
-}
-
-double thread_cpu_seconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
-
-// A stream destroyed with its owner.
-struct OwnedStream {
-  cudaStream_t s = nullptr;
-  ~OwnedStream() {
-    if (s != nullptr) cudaStreamDestroy(s);
-  }
-};
-
-// CPU time per call, no graph: the median over batches of calls (the stream
-// drained between batches, so that no call waits for room in the launch
-// queue). kCpuBareLaunch: a bare launch of the kernel run() launches.
-// kCpuRun: run(), with, in the same rounds of batches (one batch of each in
-// turn, the first variant of a round rotating, so that a drift of the shared
-// host CPU and the place in a round hit all alike), the bare
-// launch, the steps between and PreparedCall::run(): its counters are
-// medians of the per-round differences. "moving": the calls alternate
-// between two buffer sets of the same shape (every data pointer changes, as
-// in an engine whose activations move between steps).
-bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* error) {
-  namespace gpu = ropekv::detail::gpu;
-  namespace detail = ropekv::detail;
-  constexpr int kRounds = 21, kPerBatch = 200;
-  OwnedStream owned;
-  PERF_CUDA_TRY(cudaStreamCreateWithFlags(&owned.s, cudaStreamNonBlocking));
-  cudaStream_t stream = owned.s;
-  GpuCase fused = c;
-  fused.kind = GpuKind::kFused;
-  if (!check_output(dp, fused, stream, &out->check, error)) return false;
-  const ropekv::Arguments a = case_arguments(dp, 0, c, stream);
-  const ropekv::Arguments a1 = case_arguments(dp, dp.sets > 1 ? 1 : 0, c, stream);
-  const ropekv::Arguments* moving[2] = {&a, &a1};
-  gpu::PreparedLaunch l, l1;
-  detail::LaunchParams p, p1;
-  ropekv::PreparedCall prepared(ropekv::Backend::kCuda), prepared_moving(ropekv::Backend::kCuda);
-  std::unique_ptr<detail::StepPlan, void (*)(detail::StepPlan*)> plan(detail::new_step_plan(),
-                                                                      &detail::delete_step_plan);
-  if (!detail::lower(a, &p).ok() || !gpu::prepare_launch(p, &l).ok() ||
-      !detail::lower(a1, &p1).ok() || !gpu::prepare_launch(p1, &l1).ok() ||
-      !prepared.prepare(a).ok() || !prepared_moving.prepare(a).ok() || plan == nullptr) {
-    *error = "lowering or preparing the launch failed";
-    return false;
-  }
-  detail::fill_step_plan(plan.get(), a);
-  const detail::BackendOps* gpu_ops = detail::find_backend(ropekv::Backend::kCuda);
-  const gpu::PreparedLaunch* bare_moving[2] = {&l, &l1};
-  out->path = gpu::to_string(l.path);
-  enum Variant {
-    kBare,
-    kDecide,
-    kLower,
-    kRun,
-    kStepCheck,
-    kStepLower,
-    kStateLaunch,
-    kPrepared,
-    kPreparedMoving,
-    kBareMoving,  // the bare launches a moving prepared call makes: the two sets in turn
-    kSpin,        // the control's CPU work alone: about as long as a repeated step's check
-    kSpinLaunch,  // that work, then the bare launch: a launch spaced as in kStepLower
-    kVariants
-  };
-  const int variants = c.kind == GpuKind::kCpuRun ? kVariants : 1;
-  std::vector<double> us[kVariants];
-  for (int round = 0; round < kRounds + 1; ++round) {
-    for (int k = 0; k < variants; ++k) {
-      const int v = (k + round) % variants;  // each variant in each place of a round alike
-      bool ok = true;
-      const double t0 = thread_cpu_seconds();
-      for (int i = 0; i < kPerBatch && ok; ++i) {
-        switch (v) {
-          case kBare: ok = gpu::launch_prepared(l) == cudaSuccess; break;
-          case kDecide: {
-            gpu::PreparedLaunch l2;
-            ok = gpu::prepare_launch(p, &l2).ok() && gpu::launch_prepared(l2) == cudaSuccess;
-            break;
-          }
-          case kLower: {
-            detail::LaunchParams p2;
-            gpu::PreparedLaunch l2;
-            ok = detail::lower(a, &p2).ok() && gpu::prepare_launch(p2, &l2).ok() &&
-                 gpu::launch_prepared(l2) == cudaSuccess;
-            break;
-          }
-          case kRun: ok = ropekv::run(a, ropekv::Backend::kCuda).ok(); break;
-          case kStepCheck:
-            ok = detail::validate_step(*plan, a) && gpu::launch_prepared(l) == cudaSuccess;
-            break;
-          case kStepLower:
-            ok = detail::lower_step(*plan, a) && gpu::launch_prepared(l) == cudaSuccess;
-            break;
-          case kStateLaunch: ok = gpu_ops->launch(plan->lowered, &plan->launch_state).ok(); break;
-          case kPrepared: ok = prepared.run(a).ok() && prepared.last_run_was_step(); break;
-          case kPreparedMoving:
-            ok = prepared_moving.run(*moving[i & 1]).ok() && prepared_moving.last_run_was_step();
-            break;
-          case kBareMoving: ok = gpu::launch_prepared(*bare_moving[i & 1]) == cudaSuccess; break;
-          case kSpin: spin(); break;
-          case kSpinLaunch:
-            spin();
-            ok = gpu::launch_prepared(l) == cudaSuccess;
-            break;
-        }
-      }
-      const double t1 = thread_cpu_seconds();
-      if (!ok) {
-        *error = "a timed call failed (or a prepared call did not take the step path)";
-        return false;
-      }
-      PERF_CUDA_TRY(cudaStreamSynchronize(stream));
-      PERF_CUDA_TRY(cudaGetLastError());
-      if (round > 0) us[v].push_back((t1 - t0) / kPerBatch * 1e6);  // round 0 warms up
-    }
-  }
-  auto median = [](std::vector<double> x) {
-    std::sort(x.begin(), x.end());
-    return x[x.size() / 2];
-  };
-  // Median over rounds of (variant hi - variant lo).
-  auto step = [&](int hi, int lo) {
-    std::vector<double> d;
-    for (std::size_t r = 0; r < us[hi].size(); ++r) d.push_back(us[hi][r] - us[lo][r]);
-    return median(d);
-  };
-  const int main_variant = c.kind == GpuKind::kCpuRun ? kRun : kBare;
-  const std::vector<double>& m = us[main_variant];
-  out->us_per_call = median(m);
-  out->spread_pct =
-      100.0 * (*std::max_element(m.begin(), m.end()) - *std::min_element(m.begin(), m.end())) /
-      out->us_per_call;
-  if (c.kind == GpuKind::kCpuRun) {
-    out->counters = {
-        {"launch_us", median(us[kBare])},
-        {"decide_us", step(kDecide, kBare)},
-        {"lower_us", step(kLower, kDecide)},
-        {"api_us", step(kRun, kLower)},
-        {"cpu_over_launch_us", step(kRun, kBare)},
-        {"step_check_us", step(kStepCheck, kBare)},
-        {"step_lower_us", step(kStepLower, kStepCheck)},
-        {"state_decide_us", step(kStateLaunch, kBare)},
-        {"prepared_us", median(us[kPrepared])},
-        {"prepared_over_launch_us", step(kPrepared, kBare)},
-        {"prepared_moving_over_launch_us", step(kPreparedMoving, kBare)},
-        {"moving_launch_over_launch_us", step(kBareMoving, kBare)},
-        {"prepared_moving_over_moving_launch_us", step(kPreparedMoving, kBareMoving)},
-        {"moving_sets", dp.sets > 1 ? 2.0 : 1.0},
-        {"spin_us", median(us[kSpin])},
-        {"spaced_launch_over_launch_us", step(kSpinLaunch, kBare) - median(us[kSpin])}};
-  }
-  out->working_set_mb = dp.set_bytes / 1e6;
-  out->sets = 1;
-  out->calls = kPerBatch;
-  out->replays = kRounds;
-  out->check = "CPU time per call, no graph; " + out->check;
-  return true;
-}
+namespace {
 
 bool time_graph(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* error) {
   if (c.kind == GpuKind::kCpuRun || c.kind == GpuKind::kCpuBareLaunch)

@@ -1,0 +1,213 @@
+// The reference kernels the perf suite times beside the op, and their launches: the floor, the
+// data floor and the move floor (GpuKind::kFloor, kDataFloor, kMove; see cuda_perf.hpp).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cuda/launcher.hpp"
+#include "cuda_problem.hpp"
+
+namespace ropekv_perf {
+
+namespace {
+
+// The floor of the op's dependent-load chain: block t, thread r takes output
+// row r of token t (q heads, then k heads, then v heads) and does only what
+// no version of the op can skip: load the token's index entries, then (not
+// padding) its cos/sin value at the position and, for page tables,
+// kv_indptr[b] then the page entry, then store one byte of the row.
+struct FloorParams {
+  const std::int64_t* slots;
+  const std::int64_t* positions;
+  const std::int32_t* batch_indices;
+  const std::int32_t* kv_positions;
+  const std::int32_t* kv_indptr;
+  const std::int32_t* kv_indices;
+  const float* cos_sin;
+  std::uint8_t *q_out, *k_cache, *v_cache;
+  std::int64_t q_token, q_head;  // bytes
+  std::int64_t k_stride[3], v_stride[3];
+  int rotary, page_shift, hq, hk, v_rows;
+  bool page_table;
+};
+
+// The cache page and entry of a token (slot or batch index `key`, position `pos`).
+__device__ __forceinline__ void floor_page(const FloorParams& f, std::int64_t key, std::int64_t pos,
+                                           std::int64_t* page, std::int64_t* entry) {
+  const std::int64_t mask = (std::int64_t(1) << f.page_shift) - 1;
+  if (f.page_table) {
+    *page = f.kv_indices[f.kv_indptr[key] + (pos >> f.page_shift)];
+    *entry = pos & mask;
+  } else {
+    *page = key >> f.page_shift;
+    *entry = key & mask;
+  }
+}
+
+__global__ void floor_kernel(const FloorParams f) {
+  const int row = int(threadIdx.x);
+  const std::int64_t t = blockIdx.x;
+  if (row >= f.hq + f.hk + f.v_rows) return;
+  const std::int64_t key = f.page_table ? std::int64_t(f.batch_indices[t]) : f.slots[t];
+  const std::int64_t pos = f.page_table ? std::int64_t(f.kv_positions[t]) : f.positions[t];
+  if (key < 0) return;
+  const float c = __ldg(f.cos_sin + pos * f.rotary + row % f.rotary);
+  std::uint8_t* dst;
+  if (row < f.hq) {
+    dst = f.q_out + t * f.q_token + row * f.q_head;
+  } else {
+    std::int64_t page, entry;
+    floor_page(f, key, pos, &page, &entry);
+    const bool k = row < f.hq + f.hk;
+    const int h = k ? row - f.hq : row - f.hq - f.hk;
+    dst = k ? f.k_cache + page * f.k_stride[0] + entry * f.k_stride[1] + h * f.k_stride[2]
+            : f.v_cache + page * f.v_stride[0] + entry * f.v_stride[1] + h * f.v_stride[2];
+  }
+  *dst = std::uint8_t(__float_as_uint(c));
+}
+
+// The data floor: the floor's chain with every byte of the op moved at the
+// decode kernel's grain, and no arithmetic. Block (x, t), thread i takes
+// 16-element unit u = x * blockDim.x + i of token t's rows (q heads, k heads:
+// D elements each, then v heads: Dv): it loads the index entries, then (not
+// padding) the unit's 32 input bytes and, for rotary units, its 8 cos and 8
+// sin values (four 16-byte loads), and for cache rows the page entry; it XORs
+// them together instead of rotating and quantizing, and stores 16 bytes (two
+// 8-byte halves, as the op writes a unit) into q_out or the cache row.
+struct DataFloorParams {
+  const uint4* in;        // token t's units: in + t * in_units, 2 vectors a unit
+  std::int64_t in_units;  // 16-element units per input row (its stride)
+  std::uint8_t* k_row;    // a key's cache row (its first byte)
+  int units, head_units, rot_units, q_units, kv_units;  // per token / head row
+};
+
+// (Both by value: a reference into a kernel parameter makes a local copy of it.)
+__global__ void data_floor_kernel(const FloorParams f, const DataFloorParams d) {
+  const int u = int(blockIdx.x * blockDim.x + threadIdx.x);
+  const std::int64_t t = blockIdx.y;
+  if (u >= d.units) return;
+  const std::int64_t key = f.page_table ? std::int64_t(f.batch_indices[t]) : f.slots[t];
+  const std::int64_t pos = f.page_table ? std::int64_t(f.kv_positions[t]) : f.positions[t];
+  if (key < 0) return;
+  const uint4* x = d.in + (t * d.in_units + u) * 2;
+  const uint4 a = __ldg(x), b = __ldg(x + 1);
+  const bool v_row = u >= d.q_units + d.kv_units;
+  const int vu = u - d.q_units - d.kv_units;
+  const int row = v_row ? vu / d.head_units : u / d.head_units;
+  const int sub = v_row ? vu - row * d.head_units : u - row * d.head_units;
+  uint4 c = make_uint4(0, 0, 0, 0), s = c;
+  if (!v_row && sub < d.rot_units) {
+    const uint4* cs = reinterpret_cast<const uint4*>(f.cos_sin + pos * f.rotary) + 2 * sub;
+    const uint4 c0 = __ldg(cs), c1 = __ldg(cs + 1);
+    const uint4 s0 = __ldg(cs + f.rotary / 8), s1 = __ldg(cs + f.rotary / 8 + 1);
+    c = make_uint4(c0.x ^ c1.x, c0.y ^ c1.y, c0.z ^ c1.z, c0.w ^ c1.w);
+    s = make_uint4(s0.x ^ s1.x, s0.y ^ s1.y, s0.z ^ s1.z, s0.w ^ s1.w);
+  }
+  std::uint8_t* dst;
+  if (u < d.q_units) {
+    dst = f.q_out + t * f.q_token + row * f.q_head;
+  } else {
+    std::int64_t page, entry;
+    floor_page(f, key, pos, &page, &entry);
+    const int h = v_row ? row : row - f.hq;
+    dst = v_row ? f.v_cache + page * f.v_stride[0] + entry * f.v_stride[1] + h * f.v_stride[2]
+                : d.k_row + page * f.k_stride[0] + entry * f.k_stride[1] + h * f.k_stride[2];
+  }
+  uint2* out = reinterpret_cast<uint2*>(dst) + 2 * sub;
+  out[0] = make_uint2(a.x ^ a.z ^ c.x ^ s.x, a.y ^ a.w ^ c.y ^ s.y);
+  out[1] = make_uint2(b.x ^ b.z ^ c.z ^ s.z, b.y ^ b.w ^ c.w ^ s.w);
+}
+
+// The move floor: what moving the op's q, k and v bytes alone costs in a
+// kernel. Thread u takes 16-element unit u of the input buffer (the nnz
+// tokens' rows: two 16-byte loads) and stores 16 bytes (the unit's sixteen
+// one-byte codes' worth) at unit u of a contiguous output; no index, no
+// cos/sin, no arithmetic but an XOR. With PDL it lets the next launch start at
+// once and waits for the previous grid before its loads, which is all a call
+// whose inputs the previous kernel writes can do before its data.
+__global__ void move_kernel(const uint4* in, uint4* out, std::int64_t units) {
+  namespace gpu = ropekv::detail::gpu;
+  gpu::dependents_launch();
+  gpu::dependency_wait();
+  const std::int64_t u = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+  if (u >= units) return;
+  const uint4 a = __ldg(in + 2 * u), b = __ldg(in + 2 * u + 1);
+  __stcs(out + u, make_uint4(a.x ^ b.x, a.y ^ b.y, a.z ^ b.z, a.w ^ b.w));
+}
+
+FloorParams floor_params(const ropekv::Arguments& a, const Shape& s) {
+  FloorParams f = {};
+  const ropekv::CacheIndex& ci = a.cache_index;
+  f.page_table = ci.form == ropekv::Addressing::kPageTable;
+  f.slots = static_cast<const std::int64_t*>(ci.slot_mapping.data);
+  f.positions = static_cast<const std::int64_t*>(a.positions.data);
+  f.batch_indices = static_cast<const std::int32_t*>(ci.batch_indices.data);
+  f.kv_positions = static_cast<const std::int32_t*>(ci.kv_positions.data);
+  f.kv_indptr = static_cast<const std::int32_t*>(ci.kv_indptr.data);
+  f.kv_indices = static_cast<const std::int32_t*>(ci.kv_indices.data);
+  f.cos_sin = static_cast<const float*>(a.cos_sin_cache.data);
+  f.q_out = static_cast<std::uint8_t*>(a.q_rope_out.data);
+  f.k_cache = static_cast<std::uint8_t*>(a.k_cache_rope.data);
+  f.v_cache = static_cast<std::uint8_t*>(a.v_cache.data);
+  f.q_token = a.q_rope_out.stride[0];
+  f.q_head = a.q_rope_out.stride[1];
+  for (int i = 0; i < 3; ++i) {
+    f.k_stride[i] = a.k_cache_rope.stride[i];
+    f.v_stride[i] = a.v_cache.present() ? a.v_cache.stride[i] : 0;
+  }
+  f.rotary = int(s.rotary);
+  f.page_shift = 0;
+  while ((std::int64_t(1) << f.page_shift) < s.page_size) ++f.page_shift;
+  f.hq = int(s.hq);
+  f.hk = int(s.hk);
+  f.v_rows = a.v_cache.present() ? int(s.hk) : 0;
+  return f;
+}
+
+ropekv::Result launch_result(const char* what) { return error_result(what, cudaGetLastError()); }
+
+}  // namespace
+
+ropekv::Result launch_data_floor(const ropekv::Arguments& a, const Shape& s, const Sizes& z,
+                                 cudaStream_t stream) {
+  const FloorParams f = floor_params(a, s);
+  DataFloorParams d = {};
+  d.in = static_cast<const uint4*>(a.q_rope.data);
+  d.in_units = z.in_row / 16;
+  d.k_row = f.k_cache;
+  if (a.k_cache_nope.present())
+    d.k_row = std::min(d.k_row, static_cast<std::uint8_t*>(a.k_cache_nope.data));
+  d.head_units = int(s.head_dim() / 16);
+  d.rot_units = int(s.rotary / 16);
+  d.q_units = int(s.hq) * d.head_units;
+  d.kv_units = int(s.hk) * d.head_units;
+  d.units = d.q_units + d.kv_units + f.v_rows * int(s.v_dim / 16);
+  const unsigned block = unsigned(std::min(128, (d.units + 31) / 32 * 32));
+  const dim3 grid((unsigned(d.units) + block - 1) / block, unsigned(a.q_rope.extent[0]));
+  data_floor_kernel<<<grid, block, 0, stream>>>(f, d);
+  return launch_result("data floor kernel");
+}
+
+ropekv::Result launch_floor(const ropekv::Arguments& a, const Shape& s, cudaStream_t stream) {
+  const FloorParams f = floor_params(a, s);
+  const int rows = f.hq + f.hk + f.v_rows;
+  floor_kernel<<<unsigned(a.q_rope.extent[0]), unsigned((rows + 31) / 32 * 32), 0, stream>>>(f);
+  return launch_result("floor kernel");
+}
+
+ropekv::Result launch_move(DeviceProblem& dp, int set, bool pdl, cudaStream_t stream) {
+  const uint4* in = static_cast<const uint4*>(dp.bufs[std::size_t(set)].in);
+  uint4* out = reinterpret_cast<uint4*>(static_cast<char*>(dp.copy_dst.ptr) +
+                                        dp.copy_bytes * std::size_t(set));
+  std::int64_t units = dp.sizes.in_elems / 16;
+  constexpr unsigned kBlock = 128;
+  void* args[] = {&in, &out, &units};
+  const cudaError_t e = ropekv::detail::gpu::launch(reinterpret_cast<const void*>(&move_kernel),
+                                                    dim3(unsigned((units + kBlock - 1) / kBlock)),
+                                                    dim3(kBlock), 0, stream, pdl, args);
+  const cudaError_t last = cudaGetLastError();  // (cleared either way)
+  return error_result("move kernel", e != cudaSuccess ? e : last);
+}
+
+}  // namespace ropekv_perf
