@@ -45,26 +45,36 @@ __device__ __forceinline__ void floor_page(const FloorParams& f, std::int64_t ke
   }
 }
 
+// Token t's index entries: its key (slot or batch index) and position.
+__device__ __forceinline__ void floor_token(const FloorParams& f, std::int64_t t, std::int64_t* key,
+                                            std::int64_t* pos) {
+  *key = f.page_table ? std::int64_t(f.batch_indices[t]) : f.slots[t];
+  *pos = f.page_table ? std::int64_t(f.kv_positions[t]) : f.positions[t];
+}
+
+// The first byte of token t's output row: query head h (part 0), or key (1)
+// or value (2) head h of its cache entry; k_base: the key cache row's start.
+__device__ __forceinline__ std::uint8_t* floor_row(const FloorParams& f, std::uint8_t* k_base,
+                                                   std::int64_t t, std::int64_t key,
+                                                   std::int64_t pos, int part, int h) {
+  if (part == 0) return f.q_out + t * f.q_token + h * f.q_head;
+  std::int64_t page, entry;
+  floor_page(f, key, pos, &page, &entry);
+  return part == 1 ? k_base + page * f.k_stride[0] + entry * f.k_stride[1] + h * f.k_stride[2]
+                   : f.v_cache + page * f.v_stride[0] + entry * f.v_stride[1] + h * f.v_stride[2];
+}
+
 __global__ void floor_kernel(const FloorParams f) {
   const int row = int(threadIdx.x);
   const std::int64_t t = blockIdx.x;
   if (row >= f.hq + f.hk + f.v_rows) return;
-  const std::int64_t key = f.page_table ? std::int64_t(f.batch_indices[t]) : f.slots[t];
-  const std::int64_t pos = f.page_table ? std::int64_t(f.kv_positions[t]) : f.positions[t];
+  std::int64_t key, pos;
+  floor_token(f, t, &key, &pos);
   if (key < 0) return;
   const float c = __ldg(f.cos_sin + pos * f.rotary + row % f.rotary);
-  std::uint8_t* dst;
-  if (row < f.hq) {
-    dst = f.q_out + t * f.q_token + row * f.q_head;
-  } else {
-    std::int64_t page, entry;
-    floor_page(f, key, pos, &page, &entry);
-    const bool k = row < f.hq + f.hk;
-    const int h = k ? row - f.hq : row - f.hq - f.hk;
-    dst = k ? f.k_cache + page * f.k_stride[0] + entry * f.k_stride[1] + h * f.k_stride[2]
-            : f.v_cache + page * f.v_stride[0] + entry * f.v_stride[1] + h * f.v_stride[2];
-  }
-  *dst = std::uint8_t(__float_as_uint(c));
+  const int part = row < f.hq ? 0 : (row < f.hq + f.hk ? 1 : 2);
+  const int h = part == 0 ? row : (part == 1 ? row - f.hq : row - f.hq - f.hk);
+  *floor_row(f, f.k_cache, t, key, pos, part, h) = std::uint8_t(__float_as_uint(c));
 }
 
 // The data floor: the floor's chain with every byte of the op moved at the
@@ -87,8 +97,8 @@ __global__ void data_floor_kernel(const FloorParams f, const DataFloorParams d) 
   const int u = int(blockIdx.x * blockDim.x + threadIdx.x);
   const std::int64_t t = blockIdx.y;
   if (u >= d.units) return;
-  const std::int64_t key = f.page_table ? std::int64_t(f.batch_indices[t]) : f.slots[t];
-  const std::int64_t pos = f.page_table ? std::int64_t(f.kv_positions[t]) : f.positions[t];
+  std::int64_t key, pos;
+  floor_token(f, t, &key, &pos);
   if (key < 0) return;
   const uint4* x = d.in + (t * d.in_units + u) * 2;
   const uint4 a = __ldg(x), b = __ldg(x + 1);
@@ -104,16 +114,8 @@ __global__ void data_floor_kernel(const FloorParams f, const DataFloorParams d) 
     c = make_uint4(c0.x ^ c1.x, c0.y ^ c1.y, c0.z ^ c1.z, c0.w ^ c1.w);
     s = make_uint4(s0.x ^ s1.x, s0.y ^ s1.y, s0.z ^ s1.z, s0.w ^ s1.w);
   }
-  std::uint8_t* dst;
-  if (u < d.q_units) {
-    dst = f.q_out + t * f.q_token + row * f.q_head;
-  } else {
-    std::int64_t page, entry;
-    floor_page(f, key, pos, &page, &entry);
-    const int h = v_row ? row : row - f.hq;
-    dst = v_row ? f.v_cache + page * f.v_stride[0] + entry * f.v_stride[1] + h * f.v_stride[2]
-                : d.k_row + page * f.k_stride[0] + entry * f.k_stride[1] + h * f.k_stride[2];
-  }
+  const int part = u < d.q_units ? 0 : (v_row ? 2 : 1);
+  std::uint8_t* dst = floor_row(f, d.k_row, t, key, pos, part, part == 1 ? row - f.hq : row);
   uint2* out = reinterpret_cast<uint2*>(dst) + 2 * sub;
   out[0] = make_uint2(a.x ^ a.z ^ c.x ^ s.x, a.y ^ a.w ^ c.y ^ s.y);
   out[1] = make_uint2(b.x ^ b.z ^ c.z ^ s.z, b.y ^ b.w ^ c.w ^ s.w);

@@ -10,7 +10,9 @@ Usage: python3 perf/decode_tables.py results/perf.json
    op, rotated and hot, without PDL, with PDL and with PDL + early indices;
    ratio to the floor.
 2. PDL on / off at every token count (slot mapping, rotated buffers).
-3. CPU time per call: run() against a bare launch of the same kernel, and the
+3. Larger batches (nnz >= 1024, rotated): slot mapping's time, bandwidth, % of
+   the copy ceiling and of a same-size copy, PDL / no PDL, and page tables'.
+4. CPU time per call: run() against a bare launch of the same kernel, and the
    prepared call's counters (repeated, moving, against the moving bare launch).
 """
 import json
@@ -83,10 +85,33 @@ def pdl_table(rows):
         p = us(rows, f"cuda-pdl/{parts[1]}/{parts[2]}")
         if p is None:
             continue
-        label = b.get("label", "")
-        path = label.split("path ")[1].split(";")[0] if "path " in label else "-"
         print(f"| {parts[1]} | {parts[2].split(':')[1]} | {fmt(b['us_per_call'])} | {fmt(p)} | "
-              f"{fmt(p / b['us_per_call'], '.3f')} | {path} |")
+              f"{fmt(p / b['us_per_call'], '.3f')} | {path_of(b)} |")
+
+
+def path_of(b):
+    label = b.get("label", "")
+    return label.split("path ")[1].split(";")[0] if "path " in label else "-"
+
+
+def large_table(rows):
+    print("| shape | nnz | path | µs | GB/s | % copy | % same-size copy | PDL / no PDL "
+          "| page table µs (% copy) | page table / slot |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, b in rows.items():
+        parts = name.split("/")
+        if len(parts) != 3 or parts[0] != "cuda" or int(parts[2].split(":")[1]) < 1024:
+            continue
+        t = b["us_per_call"]
+        p = us(rows, f"cuda-pdl/{parts[1]}/{parts[2]}")
+        pt = rows.get(f"cuda-pt/{parts[1]}/{parts[2]}")
+        ptt = pt["us_per_call"] if pt else None
+        print(f"| {parts[1]} | {parts[2].split(':')[1]} | {path_of(b)} | {fmt(t)} | "
+              f"{fmt(b.get('GBps'), '.0f')} | {fmt(b.get('pct_of_copy'), '.1f')} | "
+              f"{fmt(b.get('pct_of_same_size_copy'), '.1f')} | "
+              f"{fmt(p / t if p else None, '.3f')} | "
+              f"{fmt(ptt)} ({fmt(pt.get('pct_of_copy') if pt else None, '.1f')}) | "
+              f"{fmt(ptt / t if ptt else None, '.3f')} |")
 
 
 def cpu_table(rows):
@@ -114,6 +139,8 @@ def main(argv):
     decode_table(rows)
     print("\n### PDL on and off\n")
     pdl_table(rows)
+    print("\n### Larger batches (rotated)\n")
+    large_table(rows)
     print("\n### CPU time per call\n")
     cpu_table(rows)
     return 0
