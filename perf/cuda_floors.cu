@@ -1,5 +1,6 @@
 // The reference kernels the perf suite times beside the op, and their launches: the floor, the
-// data floor and the move floor (GpuKind::kFloor, kDataFloor, kMove; see cuda_perf.hpp).
+// data floor, the move floor and the math floor (GpuKind::kFloor, kDataFloor, kMove,
+// kMathFloor; see cuda_perf.hpp).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -92,6 +93,22 @@ struct DataFloorParams {
   int units, head_units, rot_units, q_units, kv_units;  // per token / head row
 };
 
+// Unit u of a token's rows: its row (q and k heads counted together, v heads
+// apart), its unit within the row, and whether the op rotates it.
+struct FloorUnit {
+  int row, sub;
+  bool v_row, rotary;
+};
+__device__ __forceinline__ FloorUnit floor_unit(const DataFloorParams& d, int u) {
+  FloorUnit r;
+  r.v_row = u >= d.q_units + d.kv_units;
+  const int vu = u - d.q_units - d.kv_units;
+  r.row = r.v_row ? vu / d.head_units : u / d.head_units;
+  r.sub = r.v_row ? vu - r.row * d.head_units : u - r.row * d.head_units;
+  r.rotary = !r.v_row && r.sub < d.rot_units;
+  return r;
+}
+
 // (Both by value: a reference into a kernel parameter makes a local copy of it.)
 __global__ void data_floor_kernel(const FloorParams f, const DataFloorParams d) {
   const int u = int(blockIdx.x * blockDim.x + threadIdx.x);
@@ -102,12 +119,11 @@ __global__ void data_floor_kernel(const FloorParams f, const DataFloorParams d) 
   if (key < 0) return;
   const uint4* x = d.in + (t * d.in_units + u) * 2;
   const uint4 a = __ldg(x), b = __ldg(x + 1);
-  const bool v_row = u >= d.q_units + d.kv_units;
-  const int vu = u - d.q_units - d.kv_units;
-  const int row = v_row ? vu / d.head_units : u / d.head_units;
-  const int sub = v_row ? vu - row * d.head_units : u - row * d.head_units;
+  const FloorUnit r = floor_unit(d, u);
+  const bool v_row = r.v_row;
+  const int row = r.row, sub = r.sub;
   uint4 c = make_uint4(0, 0, 0, 0), s = c;
-  if (!v_row && sub < d.rot_units) {
+  if (r.rotary) {
     const uint4* cs = reinterpret_cast<const uint4*>(f.cos_sin + pos * f.rotary) + 2 * sub;
     const uint4 c0 = __ldg(cs), c1 = __ldg(cs + 1);
     const uint4 s0 = __ldg(cs + f.rotary / 8), s1 = __ldg(cs + f.rotary / 8 + 1);
@@ -167,13 +183,44 @@ FloorParams floor_params(const ropekv::Arguments& a, const Shape& s) {
   return f;
 }
 
+// The math floor: the move floor with the op's arithmetic. Block (x, t),
+// thread i takes unit u = x * blockDim.x + i of token t's rows (the data
+// floor's units); a rotary unit loads its cos/sin values of row 0 before the
+// PDL wait (as the early-index path may); after it the unit's two input
+// vectors (half a row apart within the token's units, as the op's loads),
+// rotation, scale step and conversion by the library's element math (the
+// lean body's form), and two 8-byte stores into a contiguous output. No
+// index, no page look-up: what the arithmetic adds to moving the bytes.
+__global__ void math_floor_kernel(const float* cos_sin, const DataFloorParams d, int rotary,
+                                  const ropekv::detail::ScaleDivisor div, uint2* out,
+                                  std::int64_t nnz) {
+  namespace gpu = ropekv::detail::gpu;
+  gpu::dependents_launch();
+  const int u = int(blockIdx.x * blockDim.x + threadIdx.x);
+  const std::int64_t t = blockIdx.y;
+  if (u >= d.units) return;
+  const FloorUnit r = floor_unit(d, u);
+  float cv[8] = {}, sv[8] = {};
+  if (r.rotary)
+    gpu::load_unit_cos<ropekv::DType::kFloat32>(ropekv::RopeStyle::kNeox, unsigned(rotary / 2),
+                                                reinterpret_cast<const char*>(cos_sin),
+                                                unsigned(r.sub), cv, sv);
+  gpu::dependency_wait();
+  const uint4* x = d.in + t * d.in_units * 2;
+  const uint4 a = __ldg(x + u), b = __ldg(x + d.in_units + u);
+  uint2 lo, hi;
+  gpu::encode_unit<ropekv::DType::kBFloat16, ropekv::DType::kFloat8E4M3FN, 0>(
+      ropekv::RopeStyle::kNeox, r.rotary, div, a, b, cv, sv, lo, hi);
+  const std::int64_t i = t * d.units + u;
+  __stcs(out + i, lo);
+  __stcs(out + nnz * d.units + i, hi);
+}
+
 ropekv::Result launch_result(const char* what) { return error_result(what, cudaGetLastError()); }
 
-}  // namespace
-
-ropekv::Result launch_data_floor(const ropekv::Arguments& a, const Shape& s, const Sizes& z,
-                                 cudaStream_t stream) {
-  const FloorParams f = floor_params(a, s);
+// The data floor's unit geometry of (a, s).
+DataFloorParams data_floor_params(const ropekv::Arguments& a, const Shape& s, const Sizes& z,
+                                  const FloorParams& f) {
   DataFloorParams d = {};
   d.in = static_cast<const uint4*>(a.q_rope.data);
   d.in_units = z.in_row / 16;
@@ -185,7 +232,19 @@ ropekv::Result launch_data_floor(const ropekv::Arguments& a, const Shape& s, con
   d.q_units = int(s.hq) * d.head_units;
   d.kv_units = int(s.hk) * d.head_units;
   d.units = d.q_units + d.kv_units + f.v_rows * int(s.v_dim / 16);
-  const unsigned block = unsigned(std::min(128, (d.units + 31) / 32 * 32));
+  return d;
+}
+unsigned floor_block(const DataFloorParams& d) {
+  return unsigned(std::min(128, (d.units + 31) / 32 * 32));
+}
+
+}  // namespace
+
+ropekv::Result launch_data_floor(const ropekv::Arguments& a, const Shape& s, const Sizes& z,
+                                 cudaStream_t stream) {
+  const FloorParams f = floor_params(a, s);
+  const DataFloorParams d = data_floor_params(a, s, z, f);
+  const unsigned block = floor_block(d);
   const dim3 grid((unsigned(d.units) + block - 1) / block, unsigned(a.q_rope.extent[0]));
   data_floor_kernel<<<grid, block, 0, stream>>>(f, d);
   return launch_result("data floor kernel");
@@ -196,6 +255,30 @@ ropekv::Result launch_floor(const ropekv::Arguments& a, const Shape& s, cudaStre
   const int rows = f.hq + f.hk + f.v_rows;
   floor_kernel<<<unsigned(a.q_rope.extent[0]), unsigned((rows + 31) / 32 * 32), 0, stream>>>(f);
   return launch_result("floor kernel");
+}
+
+ropekv::Result launch_math_floor(const ropekv::Arguments& a, DeviceProblem& dp, int set, bool pdl,
+                                 cudaStream_t stream) {
+  const Shape& s = *dp.shape;
+  const FloorParams f = floor_params(a, s);
+  const DataFloorParams d = data_floor_params(a, s, dp.sizes, f);
+  const float* cos_sin = f.cos_sin;
+  int rotary = int(s.rotary);
+  const ropekv::detail::ScaleDivisor div =
+      ropekv::detail::make_divisor(s.q_scale, ropekv::ScaleConvention::kDivide);
+  uint2* out = reinterpret_cast<uint2*>(static_cast<char*>(dp.copy_dst.ptr) +
+                                        dp.copy_bytes * std::size_t(set));
+  std::int64_t nnz = a.q_rope.extent[0];
+  const unsigned block = floor_block(d);
+  void* args[] = {&cos_sin, const_cast<DataFloorParams*>(&d),
+                  &rotary,  const_cast<ropekv::detail::ScaleDivisor*>(&div),
+                  &out,     &nnz};
+  const cudaError_t e =
+      ropekv::detail::gpu::launch(reinterpret_cast<const void*>(&math_floor_kernel),
+                                  dim3((unsigned(d.units) + block - 1) / block, unsigned(nnz)),
+                                  dim3(block), 0, stream, pdl, args);
+  const cudaError_t last = cudaGetLastError();  // (cleared either way)
+  return error_result("math floor kernel", e != cudaSuccess ? e : last);
 }
 
 ropekv::Result launch_move(DeviceProblem& dp, int set, bool pdl, cudaStream_t stream) {

@@ -32,6 +32,11 @@ enum class GpuKind {
   // one 16-byte store per 16-element unit; no index, no cos/sin); with PDL it
   // waits for the previous grid before its loads.
   kMove,
+  // The move floor with the op's arithmetic (the library's element math: a
+  // unit's rotation for as many units as the op rotates, the scale step,
+  // FP8 conversion, two 8-byte stores); cos/sin of one row loaded before the
+  // PDL wait, no index, no page look-up.
+  kMathFloor,
   // CPU time per call on the calling thread, no graph: ropekv::run(), and a
   // bare launch of the kernel that run() launches (same grid, arguments).
   // kCpuRun times, in alternating batches, the bare launch, the launcher's

@@ -164,6 +164,7 @@ ropekv::Result call(DeviceProblem& dp, int set, const GpuCase& c, cudaStream_t s
   const ropekv::Arguments a = case_arguments(dp, set, c, stream);
   if (c.kind == GpuKind::kFloor) return launch_floor(a, *dp.shape, stream);
   if (c.kind == GpuKind::kDataFloor) return launch_data_floor(a, *dp.shape, dp.sizes, stream);
+  if (c.kind == GpuKind::kMathFloor) return launch_math_floor(a, dp, set, c.pdl, stream);
   if (c.kind == GpuKind::kUnfused)
     return unfused_cuda(a, dp.q_rot[std::size_t(set)], dp.k_rot[std::size_t(set)]);
   return ropekv::run(a, ropekv::Backend::kCuda);
@@ -191,11 +192,13 @@ std::string launch_path(const DeviceProblem& dp, const GpuCase& c) {
 // gets its buffers.
 bool check_output(DeviceProblem& dp, const GpuCase& c, cudaStream_t stream, std::string* label,
                   std::string* error) {
-  if (c.kind == GpuKind::kCopy || c.kind == GpuKind::kMove) {
-    *label = c.kind == GpuKind::kCopy ? "plain copy" : "moves the q, k, v bytes";
+  if (c.kind == GpuKind::kCopy || c.kind == GpuKind::kMove || c.kind == GpuKind::kMathFloor) {
+    *label = c.kind == GpuKind::kCopy   ? "plain copy"
+             : c.kind == GpuKind::kMove ? "moves the q, k, v bytes"
+                                        : "the op's arithmetic on the q, k, v bytes";
     if (!ensure_copy_buffers(dp, error)) return false;
-    if (c.kind == GpuKind::kMove && dp.copy_bytes < std::size_t(dp.sizes.in_elems)) {
-      *error = "move floor: the copy buffers are smaller than the input's element count";
+    if (c.kind != GpuKind::kCopy && dp.copy_bytes < std::size_t(dp.sizes.in_elems)) {
+      *error = "move / math floor: the copy buffers are smaller than the input's element count";
       return false;
     }
     return true;
@@ -409,6 +412,7 @@ std::string case_name(const GpuCase& c) {
     case GpuKind::kDataFloor: n += "-datafloor"; break;
     case GpuKind::kCopy: n += "-copy"; break;
     case GpuKind::kMove: n += "-move"; break;
+    case GpuKind::kMathFloor: n += "-mathfloor"; break;
     case GpuKind::kCpuRun: n += "-cpu-run"; break;
     case GpuKind::kCpuBareLaunch: n += "-cpu-launch"; break;
   }

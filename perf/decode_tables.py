@@ -6,8 +6,8 @@ Usage: python3 perf/decode_tables.py results/perf.json
 1. Decode (nnz <= 256): per shape, token count and addressing form, the floor of
    the dependent-load chain, the data floor (that chain moving every byte of
    the op, no arithmetic), a copy of the op's bytes (slot mapping's), the move
-   floor (a kernel moving the q, k, v bytes; without and with PDL) and the fused
-   op, rotated and hot, without PDL, with PDL and with PDL + early indices;
+   floor (a kernel moving the q, k, v bytes) and the math floor (the same with
+   the op's arithmetic), without and with PDL, and the fused op, rotated and hot, without PDL, with PDL and with PDL + early indices;
    ratio to the floor.
 2. PDL on / off at every token count (slot mapping, rotated buffers).
 3. Larger batches (nnz >= 1024, rotated): slot mapping's time, bandwidth, % of
@@ -48,8 +48,9 @@ def decode_table(rows):
             shapes.append(parts[1])
     print("| shape | nnz | addressing | floor rot / hot | data floor rot / hot "
           "| same-size copy rot / hot | move floor rot / hot | move floor + PDL rot / hot "
+          "| math floor rot / hot | math floor + PDL rot / hot "
           "| fused rot / hot (x floor) | PDL rot / hot | PDL + early rot / hot |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in shapes:
         for n in (1, 8, 64, 256):
             for pt in ("", "-pt"):
@@ -64,6 +65,9 @@ def decode_table(rows):
                 mr, mh = us(rows, f"cuda-move/{s}/nnz:{n}"), us(rows, f"cuda-move-hot/{s}/nnz:{n}")
                 mpr = us(rows, f"cuda-move-pdl/{s}/nnz:{n}")
                 mph = us(rows, f"cuda-move-hot-pdl/{s}/nnz:{n}")
+                ar, ah = us(rows, f"cuda-mathfloor/{s}/nnz:{n}"), us(rows, f"cuda-mathfloor-hot/{s}/nnz:{n}")
+                apr = us(rows, f"cuda-mathfloor-pdl/{s}/nnz:{n}")
+                aph = us(rows, f"cuda-mathfloor-hot-pdl/{s}/nnz:{n}")
                 if r is None:
                     continue
                 xr = r / fr if fr else None
@@ -71,6 +75,7 @@ def decode_table(rows):
                 print(f"| {s} | {n} | {'page table' if pt else 'slot mapping'} | "
                       f"{fmt(fr)} / {fmt(fh)} | {fmt(dr)} / {fmt(dh)} | {fmt(cr)} / {fmt(ch)} | "
                       f"{fmt(mr)} / {fmt(mh)} | {fmt(mpr)} / {fmt(mph)} | "
+                      f"{fmt(ar)} / {fmt(ah)} | {fmt(apr)} / {fmt(aph)} | "
                       f"{fmt(r)} / {fmt(h)} ({fmt(xr)} / {fmt(xh)}) | "
                       f"{fmt(pr)} / {fmt(ph)} | {fmt(er)} / {fmt(eh)} |")
 

@@ -88,6 +88,8 @@ void print_help() {
       "read, half written) in the same graph method; the fused rows then report\n"
       "pct_of_same_size_copy = copy time / fused time. Fused decode rows report\n"
       "x_floor = fused time / floor time (same addressing, hot or rotated).\n"
+      "cuda-move / cuda-mathfloor (decode sizes, with and without PDL): a kernel\n"
+      "moving the q, k, v bytes, and the same with the op's arithmetic.\n"
       "ROPEKV_PERF_TUNING='decode=-1|1,pdl_trigger=-1|1,bulk=1,rows=1,decode_warps=-1|N'\n"
       "overrides the launcher's rules for measurements (cuda/launcher.hpp).\n"
       "The ceilings are printed on stderr. Run only the GPU part with\n"
@@ -317,7 +319,8 @@ void bm_cuda(benchmark::State& st, const Shape* s, std::int64_t nnz, GpuCase c) 
   const std::string key = ref_key(*s, nnz, c.hot, c.page_table);
   switch (c.kind) {
     case GpuKind::kCopy: copy_us()[key] = t.us_per_call; break;
-    case GpuKind::kMove: break;
+    case GpuKind::kMove:
+    case GpuKind::kMathFloor: break;
     case GpuKind::kUnfused: unfused_us()[key] = t.us_per_call; break;
     case GpuKind::kFloor: floor_us()[key] = t.us_per_call; break;
     case GpuKind::kDataFloor: data_floor_us()[key] = t.us_per_call; break;
@@ -355,7 +358,8 @@ void register_cuda(const Shape& s, std::int64_t nnz, const GpuCase& c) {
 //    rotated and hot, with and without PDL and the early-index opt-in, each
 //    with its floor; unfused for slot mapping; a same-size copy (rotated
 //    and hot: what moving the op's bytes alone costs at that size) and the
-//    move floor (a kernel moving the q, k, v bytes, with and without PDL);
+//    move floor (a kernel moving the q, k, v bytes) and the math floor (the
+//    same with the op's arithmetic), with and without PDL;
 //  * larger sizes: slot mapping with and without PDL (and early indices),
 //    page table, unfused and same-size copy;
 //  * the llama-3.1-8b variants: slot mapping, fewer rows;
@@ -385,7 +389,8 @@ void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
       register_cuda(s, nnz, mk(GpuKind::kCopy, false, hot, false, false));
     for (bool hot : {false, true})
       for (bool pdl : {false, true})
-        register_cuda(s, nnz, mk(GpuKind::kMove, false, hot, pdl, false));
+        for (GpuKind k : {GpuKind::kMove, GpuKind::kMathFloor})
+          register_cuda(s, nnz, mk(k, false, hot, pdl, false));
     for (bool pt : {false, true})
       for (bool hot : {false, true}) {
         register_cuda(s, nnz, mk(GpuKind::kFused, pt, hot, false, false));
