@@ -234,9 +234,6 @@ DataFloorParams data_floor_params(const ropekv::Arguments& a, const Shape& s, co
   d.units = d.q_units + d.kv_units + f.v_rows * int(s.v_dim / 16);
   return d;
 }
-unsigned floor_block(const DataFloorParams& d) {
-  return unsigned(std::min(128, (d.units + 31) / 32 * 32));
-}
 
 }  // namespace
 
@@ -244,7 +241,7 @@ ropekv::Result launch_data_floor(const ropekv::Arguments& a, const Shape& s, con
                                  cudaStream_t stream) {
   const FloorParams f = floor_params(a, s);
   const DataFloorParams d = data_floor_params(a, s, z, f);
-  const unsigned block = floor_block(d);
+  const unsigned block = unsigned(std::min(128, (d.units + 31) / 32 * 32));
   const dim3 grid((unsigned(d.units) + block - 1) / block, unsigned(a.q_rope.extent[0]));
   data_floor_kernel<<<grid, block, 0, stream>>>(f, d);
   return launch_result("data floor kernel");
@@ -257,8 +254,8 @@ ropekv::Result launch_floor(const ropekv::Arguments& a, const Shape& s, cudaStre
   return launch_result("floor kernel");
 }
 
-ropekv::Result launch_math_floor(const ropekv::Arguments& a, DeviceProblem& dp, int set, bool pdl,
-                                 cudaStream_t stream) {
+ropekv::Result launch_math_floor(const ropekv::Arguments& a, DeviceProblem& dp, int set,
+                                 const GpuCase& c, cudaStream_t stream) {
   const Shape& s = *dp.shape;
   const FloorParams f = floor_params(a, s);
   const DataFloorParams d = data_floor_params(a, s, dp.sizes, f);
@@ -269,14 +266,14 @@ ropekv::Result launch_math_floor(const ropekv::Arguments& a, DeviceProblem& dp, 
   uint2* out = reinterpret_cast<uint2*>(static_cast<char*>(dp.copy_dst.ptr) +
                                         dp.copy_bytes * std::size_t(set));
   std::int64_t nnz = a.q_rope.extent[0];
-  const unsigned block = floor_block(d);
+  const unsigned block = unsigned(c.block > 0 ? c.block : 128);
   void* args[] = {&cos_sin, const_cast<DataFloorParams*>(&d),
                   &rotary,  const_cast<ropekv::detail::ScaleDivisor*>(&div),
                   &out,     &nnz};
   const cudaError_t e =
       ropekv::detail::gpu::launch(reinterpret_cast<const void*>(&math_floor_kernel),
                                   dim3((unsigned(d.units) + block - 1) / block, unsigned(nnz)),
-                                  dim3(block), 0, stream, pdl, args);
+                                  dim3(block), 0, stream, c.pdl, args);
   const cudaError_t last = cudaGetLastError();  // (cleared either way)
   return error_result("math floor kernel", e != cudaSuccess ? e : last);
 }

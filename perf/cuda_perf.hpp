@@ -56,8 +56,10 @@ struct GpuCase {
   bool hot = false;
   bool pdl = false;    // programmatic dependent launch
   bool early = false;  // with pdl: indices_ready_before_previous_kernel
+  int block = 0;       // kMathFloor: threads a block (a row per size; the floor is their best)
 };
-// The row's backend name: cuda[-unfused|-floor|-datafloor|-copy|-move|-cpu-run|-cpu-launch]
+// The row's backend name:
+// cuda[-unfused|-floor|-datafloor|-copy|-move|-mathfloor-bN|-cpu-run|-cpu-launch]
 // [-hot][-pdl[-early]][-pt].
 std::string case_name(const GpuCase& c);
 

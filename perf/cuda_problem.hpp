@@ -84,8 +84,8 @@ ropekv::Result launch_floor(const ropekv::Arguments& a, const Shape& s, cudaStre
 ropekv::Result launch_data_floor(const ropekv::Arguments& a, const Shape& s, const Sizes& z,
                                  cudaStream_t stream);
 ropekv::Result launch_move(DeviceProblem& dp, int set, bool pdl, cudaStream_t stream);
-ropekv::Result launch_math_floor(const ropekv::Arguments& a, DeviceProblem& dp, int set, bool pdl,
-                                 cudaStream_t stream);
+ropekv::Result launch_math_floor(const ropekv::Arguments& a, DeviceProblem& dp, int set,
+                                 const GpuCase& c, cudaStream_t stream);
 
 // cuda_cpu_time.cu: the kCpuRun and kCpuBareLaunch rows (CPU time per call, no graph).
 bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* error);

@@ -164,7 +164,7 @@ ropekv::Result call(DeviceProblem& dp, int set, const GpuCase& c, cudaStream_t s
   const ropekv::Arguments a = case_arguments(dp, set, c, stream);
   if (c.kind == GpuKind::kFloor) return launch_floor(a, *dp.shape, stream);
   if (c.kind == GpuKind::kDataFloor) return launch_data_floor(a, *dp.shape, dp.sizes, stream);
-  if (c.kind == GpuKind::kMathFloor) return launch_math_floor(a, dp, set, c.pdl, stream);
+  if (c.kind == GpuKind::kMathFloor) return launch_math_floor(a, dp, set, c, stream);
   if (c.kind == GpuKind::kUnfused)
     return unfused_cuda(a, dp.q_rot[std::size_t(set)], dp.k_rot[std::size_t(set)]);
   return ropekv::run(a, ropekv::Backend::kCuda);
@@ -412,7 +412,7 @@ std::string case_name(const GpuCase& c) {
     case GpuKind::kDataFloor: n += "-datafloor"; break;
     case GpuKind::kCopy: n += "-copy"; break;
     case GpuKind::kMove: n += "-move"; break;
-    case GpuKind::kMathFloor: n += "-mathfloor"; break;
+    case GpuKind::kMathFloor: n += "-mathfloor-b" + std::to_string(c.block); break;
     case GpuKind::kCpuRun: n += "-cpu-run"; break;
     case GpuKind::kCpuBareLaunch: n += "-cpu-launch"; break;
   }

@@ -7,7 +7,7 @@ Usage: python3 perf/decode_tables.py results/perf.json
    the dependent-load chain, the data floor (that chain moving every byte of
    the op, no arithmetic), a copy of the op's bytes (slot mapping's), the move
    floor (a kernel moving the q, k, v bytes) and the math floor (the same with
-   the op's arithmetic), without and with PDL, and the fused op, rotated and hot, without PDL, with PDL and with PDL + early indices;
+   the op's arithmetic; the best of its block sizes), without and with PDL, and the fused op, rotated and hot, without PDL, with PDL and with PDL + early indices;
    ratio to the floor.
 2. PDL on / off at every token count (slot mapping, rotated buffers).
 3. Larger batches (nnz >= 1024, rotated): slot mapping's time, bandwidth, % of
@@ -34,6 +34,13 @@ def load(path):
 def us(rows, name):
     b = rows.get(name)
     return b["us_per_call"] if b else None
+
+
+def best(rows, kind, suffix, shape, n):
+    """The fastest of a floor's rows over its block sizes (kind-bN + suffix)."""
+    t = [us(rows, f"{kind}-b{b}{suffix}/{shape}/nnz:{n}") for b in (64, 128, 256)]
+    t = [x for x in t if x is not None]
+    return min(t) if t else None
 
 
 def fmt(x, spec=".2f"):
@@ -65,9 +72,9 @@ def decode_table(rows):
                 mr, mh = us(rows, f"cuda-move/{s}/nnz:{n}"), us(rows, f"cuda-move-hot/{s}/nnz:{n}")
                 mpr = us(rows, f"cuda-move-pdl/{s}/nnz:{n}")
                 mph = us(rows, f"cuda-move-hot-pdl/{s}/nnz:{n}")
-                ar, ah = us(rows, f"cuda-mathfloor/{s}/nnz:{n}"), us(rows, f"cuda-mathfloor-hot/{s}/nnz:{n}")
-                apr = us(rows, f"cuda-mathfloor-pdl/{s}/nnz:{n}")
-                aph = us(rows, f"cuda-mathfloor-hot-pdl/{s}/nnz:{n}")
+                ar, ah = best(rows, "cuda-mathfloor", "", s, n), best(rows, "cuda-mathfloor", "-hot", s, n)
+                apr = best(rows, "cuda-mathfloor", "-pdl", s, n)
+                aph = best(rows, "cuda-mathfloor", "-hot-pdl", s, n)
                 if r is None:
                     continue
                 xr = r / fr if fr else None

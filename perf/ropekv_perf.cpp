@@ -388,9 +388,14 @@ void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
     for (bool hot : {false, true})
       register_cuda(s, nnz, mk(GpuKind::kCopy, false, hot, false, false));
     for (bool hot : {false, true})
-      for (bool pdl : {false, true})
-        for (GpuKind k : {GpuKind::kMove, GpuKind::kMathFloor})
-          register_cuda(s, nnz, mk(k, false, hot, pdl, false));
+      for (bool pdl : {false, true}) {
+        register_cuda(s, nnz, mk(GpuKind::kMove, false, hot, pdl, false));
+        for (int block : {64, 128, 256}) {
+          GpuCase c = mk(GpuKind::kMathFloor, false, hot, pdl, false);
+          c.block = block;
+          register_cuda(s, nnz, c);
+        }
+      }
     for (bool pt : {false, true})
       for (bool hot : {false, true}) {
         register_cuda(s, nnz, mk(GpuKind::kFused, pt, hot, false, false));
