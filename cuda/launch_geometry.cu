@@ -104,14 +104,14 @@ bool vector_eligible(const LaunchParams& p) {
 // teams of about kLargeTeam threads and at least kLargeRounds rounds per
 // token, so each lane reuses its token's indices and cos/sin over several
 // units and more tokens are in flight. Each choice is the fastest measured
-// (perf/RESULTS.md, "tried and not kept").
+// (perf/RESULTS.md).
 constexpr std::uint32_t kDecodeRounds = 2;
 constexpr std::uint32_t kLargeRounds = 5;
 constexpr std::uint32_t kLargeTeam = 64;
 // Launch sizes, in waves of decode-sized teams (decode_threads against the
 // device's capacity): beyond half a wave a launch takes the large-launch
 // teams, beyond one wave the staged kernel (where the vendor layer has
-// asynchronous copies): faster than one and two waves (perf/RESULTS.md).
+// asynchronous copies): the thresholds that measured fastest (perf/RESULTS.md).
 
 VecGeometry geometry(const LaunchParams& p, int sms, bool* staged) {
   VecGeometry g;

@@ -8,9 +8,9 @@
 // Safe inside graph capture: no allocation, no synchronisation and no host
 // read of device data happen during a call.
 //
-// Per-device state (issue 16): every call reads the calling thread's current
-// device (current_device) and never changes it; the caller's stream must
-// belong to that device. Keyed by that device index:
+// Per-device state: every call reads the calling thread's current device
+// (current_device) and never changes it; the caller's stream must belong to
+// that device. Keyed by that device index:
 //  * sm_count: the multiprocessor count, one atomic slot per device;
 //  * resident_per_sm: blocks per multiprocessor per (kernel, block, device),
 //    shared under a mutex, plus each thread's last answer (same key); its
@@ -228,8 +228,8 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
     // warps, a token's warps spread evenly over them (fewer blocks, no idle
     // warps), where that grid fits at once too; for the 64-register kernels
     // (MLA's 48-register kernels, which have a twin, keep 4: not measured).
-    // With PDL larger blocks measured 1.2-1.4x slower at 256 tokens: they
-    // hold back the next launch's blocks (perf/RESULTS.md).
+    // Not with PDL: there larger blocks hold back the next launch's blocks
+    // (perf/RESULTS.md).
     if (tune.decode_warps == 0 && !p.pdl && blocks >= 4 * std::uint64_t(sms) && few == nullptr) {
       const DecodeLayout wide = decode_layout(g, hq, by_part, 8, true);
       const std::uint64_t wide_blocks = std::uint64_t(wide.chunks) * std::uint64_t(p.nnz);
@@ -240,8 +240,8 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       }
     }
     // Packed, with PDL and early indices: blocks of 2 warps while those of
-    // 4 are fewer than 4 a multiprocessor (0.74-0.88 of the 4-warp time at
-    // 64 tokens; with more blocks, or without early indices, no gain).
+    // 4 are fewer than 4 a multiprocessor, the only case where they measured
+    // faster (perf/RESULTS.md).
     if (!by_part && p.pdl && p.early_indices && blocks < 4 * std::uint64_t(sms)) {
       d = decode_layout(g, hq, false, 2);
       blocks = std::uint64_t(d.chunks) * std::uint64_t(p.nnz);
@@ -249,7 +249,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
     const int per_sm = resident_per_sm(kernel, d.block, 0, dev);
     if (per_sm > 0 && (tune.decode > 0 || blocks <= std::uint64_t(per_sm) * std::uint64_t(sms))) {
       // A 48-register kernel's 64-register twin where its grid fits at once
-      // too (MLA: 0.97-0.99 at 1-8 tokens).
+      // too: slightly faster there (perf/RESULTS.md).
       if (few != nullptr) {
         const int few_per_sm = resident_per_sm(few, d.block, 0, dev);
         if (few_per_sm > 0 && blocks <= std::uint64_t(few_per_sm) * std::uint64_t(sms))
@@ -387,10 +387,6 @@ DecisionKey decision_key(const LaunchParams& p, int dev, const Tuning& tune) {
 
 namespace {
 
-// The calling thread's launch of p: its last decision, reused for a call
-// that decides alike (an engine repeats its shapes: every layer of a step),
-// with this call's own fields filled in place. Valid until the thread's
-// next call; null without a current device.
 // The calling thread's current device; false (its error cleared) without one.
 bool calling_device(int* dev) {
   if (current_device(dev) == kSuccess) return true;
@@ -409,6 +405,10 @@ void fill_call(const LaunchParams& p, PreparedLaunch& l, bool shape) {
   fill_decode_data(p, l.decode);
 }
 
+// The calling thread's launch of p: its last decision, reused for a call
+// that decides alike (an engine repeats its shapes: every layer of a step),
+// with this call's own fields filled in place. Valid until the thread's
+// next call; null without a current device.
 const PreparedLaunch* prepare_in_thread(const LaunchParams& p) noexcept {
   int dev = 0;
   if (!calling_device(&dev)) return nullptr;

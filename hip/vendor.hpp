@@ -51,8 +51,8 @@ inline Error launch(const void* kernel, dim3 grid, dim3 block, std::size_t smem,
 // whole parameter struct to scratch memory.
 constexpr bool kParamsAddressable = false;
 // The decode kernel's lean bodies (cuda/kernels/decode.cuh, kBodyLean): not
-// on HIP, where beside the general body they cost 20-36 bytes a lane of
-// scratch (gfx90a, gfx940) and no AMD GPU has measured them.
+// on HIP, where beside the general body they cost scratch memory and no AMD
+// GPU has measured them.
 constexpr bool kDecodeLeanBodies = false;
 
 __device__ __forceinline__ void dependency_wait() {}

@@ -14,9 +14,8 @@ namespace gpu {
 // compiled for: 4 (a cap of 64 registers: no spills) for the specialised
 // shapes with few non-rotary elements a head, 5 (48 registers, so that more
 // of a batch fits on the device at once) for MLA's (a 256-token call fits
-// only so: 1.55-2.2x slower at 64) and the run-time shape's. Against 48 for
-// all, 64 measured 0.98-0.99 at 1-64 tokens and 0.82-0.93 at 256 with PDL
-// (perf/RESULTS.md); the MLA kernels' lean bodies spill 4-28 bytes at 48.
+// at once only so) and the run-time shape's; for the former 64 measured
+// faster than 48 (perf/RESULTS.md). The MLA kernels' lean bodies spill at 48.
 // MLA's kernels also have a 64-register twin (kDecodeFewBlocks), which the
 // launcher takes where its grid fits on the device at once too.
 constexpr int kDecodeFewMinBlocks = 4, kDecodeManyMinBlocks = 5;
@@ -81,9 +80,8 @@ static_assert(sizeof(DecodePart) == 64, "a part's parameters fill one 64-byte li
 // scale step's Markstein form (the launcher takes it where no host divisor
 // needs IEEE division; a thread whose device scale does starts again in the
 // general body before it stores anything), so the common call's instructions
-// run straight, without the other forms' code between them (2-5% of a
-// one-token call, 5-9% with PDL: perf/RESULTS.md); kBodyGeneral tests both at
-// run time.
+// run straight, without the other forms' code between them (faster:
+// perf/RESULTS.md); kBodyGeneral tests both at run time.
 enum : std::uint8_t { kBodyLean = 0, kBodyGeneral = 2 };
 
 // The decode kernel's parameters, laid out by when a thread first reads them,
@@ -340,7 +338,7 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
 
 // Unit w of token t (as decode_unit) in the body p.body names; the run-time
 // index form has the general body only (its index resolution is the longer
-// part, and its lean bodies spilled 64-148 bytes), as has HIP
+// part, and its lean bodies spilled), as has HIP
 // (kDecodeLeanBodies).
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm, std::uint32_t P>
 __device__ __forceinline__ void decode_body(const DecodeParams& p, std::uint32_t w,

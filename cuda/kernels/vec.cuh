@@ -9,7 +9,7 @@ namespace detail {
 namespace gpu {
 
 // Blocks per multiprocessor the vector kernel is compiled for: a cap of 80
-// registers (unbounded: 100-128), the fastest measured (perf/RESULTS.md).
+// registers, the fastest measured (perf/RESULTS.md).
 constexpr int kVecMinBlocks = 3;
 
 // Teams of g.team threads, one token per team at a time (grid-stride over

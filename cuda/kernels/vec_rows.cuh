@@ -2,7 +2,7 @@
 // specialised shapes' larger launches (the launcher's rule), each row part walked by
 // a loop of its own, so that a unit costs its loads, math and stores plus two
 // pointer increments (the other vector kernels find each unit's part, head
-// and addresses anew: about 190 of their 320 warp instructions a unit).
+// and addresses anew: most of a unit's instructions there).
 #pragma once
 
 #include "cuda/kernels/vec_unit.cuh"
@@ -13,9 +13,8 @@ namespace gpu {
 
 // Blocks per multiprocessor the kernel is compiled for (2: a cap of 128
 // registers, no spills; at 3 it spills) and query units a lane has in
-// flight per round (the query parts have the most heads): 2 and 4 measured
-// fastest of (3, 2), (2, 2), (2, 4) (perf/RESULTS.md); the macros exist for
-// such measurements.
+// flight per round (the query parts have the most heads): 2 and 4, the
+// fastest measured (perf/RESULTS.md); the macros exist for such measurements.
 #ifndef ROPEKV_ROWS_MIN_BLOCKS
 #define ROPEKV_ROWS_MIN_BLOCKS 2
 #endif
