@@ -12,10 +12,12 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "baseline_call.hpp"
 #include "ropekv/config.hpp"
 #include "ropekv/ropekv.hpp"
 
@@ -25,9 +27,8 @@ using namespace ropekv;
 
 constexpr unsigned char kGuard = 0x5A;
 
-// GQA, 3 tokens, Hq 4, Hk 2, D 12 with R 8; 4 pages of 4 slots; 16 positions.
-constexpr std::int64_t kNnz = 3, kHq = 4, kHk = 2, kD = 12, kR = 8, kPages = 4, kPageSize = 4,
-                       kMaxPos = 16;
+namespace baseline = ropekv_test::baseline;
+using namespace ropekv_test::baseline;
 
 std::string describe(const Result& r) {
   return std::string(to_string(r.status)) + ": \"" + r.message + "\"";
@@ -50,42 +51,25 @@ class ValidateNoDevice : public ::testing::TestWithParam<DeviceBackend> {
   }
 
  public:
-  // A valid call: fp32 fused QKV in, e4m3fn query out and NHD caches, slot mapping.
-  Arguments Baseline() {
-    Arguments a;
-    const QkvViews in = fused_qkv_views(qkv_.data(), DType::kFloat32, kNnz, kHq, kHk, kD, kR);
-    a.q_rope = in.q_rope;
-    a.q_nope = in.q_nope;
-    a.k_rope = in.k_rope;
-    a.k_nope = in.k_nope;
-    a.v = in.v;
-    const HeadViews qo = split_heads(q_out_.data(), DType::kFloat8E4M3FN, kNnz, kHq, kD, kR);
-    a.q_rope_out = qo.rope;
-    a.q_nope_out = qo.nope;
-    const KvCacheViews c = nhd_kv_cache(k_cache_.data(), v_cache_.data(), DType::kFloat8E4M3FN,
-                                        kPages, kPageSize, kHk, kD, kR);
-    a.k_cache_rope = c.k_rope;
-    a.k_cache_nope = c.k_nope;
-    a.v_cache = c.v;
-    const std::int64_t cs[2] = {kMaxPos, kR};
-    a.cos_sin_cache = make_contiguous(cos_.data(), DType::kFloat32, 2, cs);
-    a.positions = make_vector(positions_.data(), DType::kInt64, kNnz);
-    a.cache_index.slot_mapping = make_vector(slots_.data(), DType::kInt64, kNnz);
-    a.q_scale = Scale::host(0.5f);
-    a.k_scale = Scale::host(0.25f);
-    a.v_scale = Scale::host(2.0f);
-    return a;
-  }
+  // A valid call (baseline_call.hpp) on fp32 fused QKV rows, slot mapping.
+  Arguments Baseline() { return baseline::slot_mapping_call(buffers()); }
+  Arguments PageTableBaseline() { return baseline::page_table_call(buffers()); }
 
-  Arguments PageTableBaseline() {
-    Arguments a = Baseline();
-    a.cache_index.form = Addressing::kPageTable;
-    a.cache_index.slot_mapping = TensorView{};
-    a.cache_index.kv_indices = make_vector(kv_indices_.data(), DType::kInt32, 4);
-    a.cache_index.kv_indptr = make_vector(kv_indptr_.data(), DType::kInt32, 3);
-    a.cache_index.batch_indices = make_vector(batch_.data(), DType::kInt32, kNnz);
-    a.cache_index.kv_positions = make_vector(kv_positions_.data(), DType::kInt32, kNnz);
-    return a;
+  baseline::Buffers buffers() {
+    baseline::Buffers b;
+    b.qkv = qkv_.data();
+    b.qkv_dtype = DType::kFloat32;
+    b.q_out = q_out_.data();
+    b.k_cache = k_cache_.data();
+    b.v_cache = v_cache_.data();
+    b.cos_sin = cos_.data();
+    b.positions = positions_.data();
+    b.slots = slots_.data();
+    b.kv_indices = kv_indices_.data();
+    b.kv_indptr = kv_indptr_.data();
+    b.batch_indices = batch_.data();
+    b.kv_positions = kv_positions_.data();
+    return b;
   }
 
  protected:
@@ -97,12 +81,12 @@ class ValidateNoDevice : public ::testing::TestWithParam<DeviceBackend> {
 
   std::vector<float> qkv_ = std::vector<float>(kNnz * (kHq + 2 * kHk) * kD);
   std::vector<float> cos_ = std::vector<float>(kMaxPos * kR);
-  std::vector<std::int64_t> positions_ = {3, 0, 9};
-  std::vector<std::int64_t> slots_ = {1, 6, 13};
-  std::vector<std::int32_t> kv_indices_ = {2, 0, 3, 1};
-  std::vector<std::int32_t> kv_indptr_ = {0, 2, 4};
-  std::vector<std::int32_t> batch_ = {0, 0, 1};
-  std::vector<std::int32_t> kv_positions_ = {3, 0, 6};
+  std::vector<std::int64_t> positions_ = {std::begin(kPositions), std::end(kPositions)};
+  std::vector<std::int64_t> slots_ = {std::begin(kSlots), std::end(kSlots)};
+  std::vector<std::int32_t> kv_indices_ = {std::begin(kKvIndices), std::end(kKvIndices)};
+  std::vector<std::int32_t> kv_indptr_ = {std::begin(kKvIndptr), std::end(kKvIndptr)};
+  std::vector<std::int32_t> batch_ = {std::begin(kBatchIndices), std::end(kBatchIndices)};
+  std::vector<std::int32_t> kv_positions_ = {std::begin(kKvPositions), std::end(kKvPositions)};
   std::vector<unsigned char> q_out_ = std::vector<unsigned char>(kNnz * kHq * kD);
   std::vector<unsigned char> k_cache_ = std::vector<unsigned char>(kPages * kPageSize * kHk * kD);
   std::vector<unsigned char> v_cache_ = std::vector<unsigned char>(kPages * kPageSize * kHk * kD);

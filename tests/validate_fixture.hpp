@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "baseline_call.hpp"
 #include "ropekv/ropekv.hpp"
 
 namespace ropekv_test {
@@ -46,28 +47,24 @@ using ropekv::TensorView;
 
 constexpr unsigned char kGuard = 0xA5;
 
-// Baseline shape: GQA, 3 tokens, 4 query heads, 2 kv heads, head dim 12 with
-// a rotary part of 8 (N = 4), Dv = 12; 4 pages of 4 slots; 16 positions.
-constexpr std::int64_t kNnz = 3;
-constexpr std::int64_t kHq = 4;
-constexpr std::int64_t kHk = 2;
-constexpr std::int64_t kD = 12;
-constexpr std::int64_t kR = 8;
+// Baseline shape and index values (baseline_call.hpp).
+using baseline::kBatchIndices;
+using baseline::kD;
+using baseline::kHk;
+using baseline::kHq;
+using baseline::kKvIndices;
+using baseline::kKvIndptr;
+using baseline::kKvPositions;
+using baseline::kMaxPos;
+using baseline::kNnz;
+using baseline::kPages;
+using baseline::kPageSize;
+using baseline::kPositions;
+using baseline::kR;
+using baseline::kSlots;
 constexpr std::int64_t kN = kD - kR;
-constexpr std::int64_t kPages = 4;
-constexpr std::int64_t kPageSize = 4;
-constexpr std::int64_t kMaxPos = 16;
 // The fused QKV rows are padded: (Hq + 2 * Hk) * D = 96 used of 100.
 constexpr std::int64_t kQkvRow = 100;
-
-// Rows of the index arrays.
-constexpr std::int64_t kPositions[kNnz] = {3, 0, 9};
-constexpr std::int64_t kSlots[kNnz] = {1, 6, 13};
-// Page table: 2 sequences of 2 pages each.
-constexpr std::int32_t kKvIndices[4] = {2, 0, 3, 1};
-constexpr std::int32_t kKvIndptr[3] = {0, 2, 4};
-constexpr std::int32_t kBatchIndices[kNnz] = {0, 0, 1};
-constexpr std::int32_t kKvPositions[kNnz] = {3, 0, 6};
 // The slots the page table above addresses: page * page_size + entry.
 constexpr std::int64_t kPageTableSlots[kNnz] = {2 * kPageSize + 3, 2 * kPageSize + 0,
                                                 1 * kPageSize + 2};
@@ -218,47 +215,28 @@ class Validate : public ::testing::Test {
   // The one valid baseline: GQA, bf16 views into a padded fused QKV buffer,
   // e4m3fn query output split into rope/nope, e4m3fn NHD K and V caches, fp32
   // cos/sin table, int64 positions and slot mapping, three unequal host scales.
-  Arguments Baseline() {
-    Arguments a;
-    a.kind = AttentionKind::kGqa;
-    a.rope_style = RopeStyle::kNeox;
-    const ropekv::QkvViews in =
-        ropekv::fused_qkv_views(qkv_.data(), DType::kBFloat16, kNnz, kHq, kHk, kD, kR, kQkvRow);
-    a.q_rope = in.q_rope;
-    a.q_nope = in.q_nope;
-    a.k_rope = in.k_rope;
-    a.k_nope = in.k_nope;
-    a.v = in.v;
-    const ropekv::HeadViews qo =
-        ropekv::split_heads(q_out_.data(), DType::kFloat8E4M3FN, kNnz, kHq, kD, kR);
-    a.q_rope_out = qo.rope;
-    a.q_nope_out = qo.nope;
-    const ropekv::KvCacheViews c = ropekv::nhd_kv_cache(
-        k_cache_.data(), v_cache_.data(), DType::kFloat8E4M3FN, kPages, kPageSize, kHk, kD, kR);
-    a.k_cache_rope = c.k_rope;
-    a.k_cache_nope = c.k_nope;
-    a.v_cache = c.v;
-    const std::int64_t cos_ext[2] = {kMaxPos, kR};
-    a.cos_sin_cache = ropekv::make_contiguous(cos_.data(), DType::kFloat32, 2, cos_ext);
-    a.positions = ropekv::make_vector(positions_.data(), DType::kInt64, kNnz);
-    a.cache_index.form = Addressing::kSlotMapping;
-    a.cache_index.slot_mapping = ropekv::make_vector(slots_.data(), DType::kInt64, kNnz);
-    a.q_scale = Scale::host(0.5f);
-    a.k_scale = Scale::host(0.25f);
-    a.v_scale = Scale::host(2.0f);
-    return a;
-  }
+  Arguments Baseline() { return baseline::slot_mapping_call(buffers()); }
 
   // The baseline addressed by page table (int32 index arrays) instead.
-  Arguments PageTableBaseline() {
-    Arguments a = Baseline();
-    a.cache_index.form = Addressing::kPageTable;
-    a.cache_index.slot_mapping = TensorView{};
-    a.cache_index.kv_indices = ropekv::make_vector(kv_indices_.data(), DType::kInt32, 4);
-    a.cache_index.kv_indptr = ropekv::make_vector(kv_indptr_.data(), DType::kInt32, 3);
-    a.cache_index.batch_indices = ropekv::make_vector(batch_indices_.data(), DType::kInt32, kNnz);
-    a.cache_index.kv_positions = ropekv::make_vector(kv_positions_.data(), DType::kInt32, kNnz);
-    return a;
+  Arguments PageTableBaseline() { return baseline::page_table_call(buffers()); }
+
+  // The fixture's buffers as the baseline call takes them.
+  baseline::Buffers buffers() {
+    baseline::Buffers b;
+    b.qkv = qkv_.data();
+    b.qkv_dtype = DType::kBFloat16;
+    b.qkv_row = kQkvRow;
+    b.q_out = q_out_.data();
+    b.k_cache = k_cache_.data();
+    b.v_cache = v_cache_.data();
+    b.cos_sin = cos_.data();
+    b.positions = positions_.data();
+    b.slots = slots_.data();
+    b.kv_indices = kv_indices_.data();
+    b.kv_indptr = kv_indptr_.data();
+    b.batch_indices = batch_indices_.data();
+    b.kv_positions = kv_positions_.data();
+    return b;
   }
 
   // The baseline as MLA: one kv head (the first), no value, no V cache.
