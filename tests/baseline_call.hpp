@@ -47,6 +47,17 @@ struct Buffers {
   void* kv_positions = nullptr;
 };
 
+// The Buffers of a fixture: the fused QKV rows (dtype, elements between rows,
+// 0: packed), then the outputs, the cos/sin table and the index arrays in the
+// order of Buffers.
+inline Buffers buffers_at(void* qkv, ropekv::DType qkv_dtype, std::int64_t qkv_row, void* q_out,
+                          void* k_cache, void* v_cache, void* cos_sin, void* positions, void* slots,
+                          void* kv_indices, void* kv_indptr, void* batch_indices,
+                          void* kv_positions) {
+  return Buffers{qkv,       qkv_dtype, qkv_row,    q_out,     k_cache,       v_cache,     cos_sin,
+                 positions, slots,     kv_indices, kv_indptr, batch_indices, kv_positions};
+}
+
 // Slot mapping: views into the fused QKV buffer, e4m3fn query output split
 // into rope / nope, e4m3fn NHD caches, fp32 cos/sin table, int64 positions
 // and slots, three unequal host scales.

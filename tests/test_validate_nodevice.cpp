@@ -56,20 +56,10 @@ class ValidateNoDevice : public ::testing::TestWithParam<DeviceBackend> {
   Arguments PageTableBaseline() { return baseline::page_table_call(buffers()); }
 
   baseline::Buffers buffers() {
-    baseline::Buffers b;
-    b.qkv = qkv_.data();
-    b.qkv_dtype = DType::kFloat32;
-    b.q_out = q_out_.data();
-    b.k_cache = k_cache_.data();
-    b.v_cache = v_cache_.data();
-    b.cos_sin = cos_.data();
-    b.positions = positions_.data();
-    b.slots = slots_.data();
-    b.kv_indices = kv_indices_.data();
-    b.kv_indptr = kv_indptr_.data();
-    b.batch_indices = batch_.data();
-    b.kv_positions = kv_positions_.data();
-    return b;
+    return baseline::buffers_at(qkv_.data(), DType::kFloat32, 0, q_out_.data(), k_cache_.data(),
+                                v_cache_.data(), cos_.data(), positions_.data(), slots_.data(),
+                                kv_indices_.data(), kv_indptr_.data(), batch_.data(),
+                                kv_positions_.data());
   }
 
  protected:

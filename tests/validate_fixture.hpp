@@ -222,21 +222,10 @@ class Validate : public ::testing::Test {
 
   // The fixture's buffers as the baseline call takes them.
   baseline::Buffers buffers() {
-    baseline::Buffers b;
-    b.qkv = qkv_.data();
-    b.qkv_dtype = DType::kBFloat16;
-    b.qkv_row = kQkvRow;
-    b.q_out = q_out_.data();
-    b.k_cache = k_cache_.data();
-    b.v_cache = v_cache_.data();
-    b.cos_sin = cos_.data();
-    b.positions = positions_.data();
-    b.slots = slots_.data();
-    b.kv_indices = kv_indices_.data();
-    b.kv_indptr = kv_indptr_.data();
-    b.batch_indices = batch_indices_.data();
-    b.kv_positions = kv_positions_.data();
-    return b;
+    return baseline::buffers_at(qkv_.data(), DType::kBFloat16, kQkvRow, q_out_.data(),
+                                k_cache_.data(), v_cache_.data(), cos_.data(), positions_.data(),
+                                slots_.data(), kv_indices_.data(), kv_indptr_.data(),
+                                batch_indices_.data(), kv_positions_.data());
   }
 
   // The baseline as MLA: one kv head (the first), no value, no V cache.
