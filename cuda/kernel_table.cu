@@ -28,8 +28,12 @@ int decode_form(const LaunchParams& p) {
 // Family F's kernel for a (dtypes, shape).
 template <VecFamily F, DType In, DType Out, DType Cos, int kR, int kN, int kDv>
 const void* vec_kernel(const LaunchParams& p, bool* by_part) {
-  if constexpr (F == VecFamily::kStaged)
-    return reinterpret_cast<const void*>(&fused_vec_staged_kernel<In, Out, Cos, kR, kN, kDv>);
+  if constexpr (F == VecFamily::kStaged) {
+    // Only where the vendor layer has asynchronous copies (HIP never takes it).
+    if constexpr (kAsyncCopy)
+      return reinterpret_cast<const void*>(&fused_vec_staged_kernel<In, Out, Cos, kR, kN, kDv>);
+    return nullptr;
+  }
   if constexpr (F == VecFamily::kRows || F == VecFamily::kRowsOneRound) {
     constexpr bool kOne = F == VecFamily::kRowsOneRound;
     if constexpr (kRowsKernel && kR > 0 && !(kOne && (kN > 0 || kDv == 0)))
