@@ -12,6 +12,9 @@
 //                            with the last step's arguments: nothing to re-check
 //   api/step-changed/SHAPE   the same with a step field changed every call (the
 //                            stream): the re-check and lowering
+//   api/step-moving/SHAPE    the same alternating between two buffer sets (every
+//                            data pointer moves, as the perf suite's moving
+//                            prepared call)
 //   api/run-nodevice/B/SHAPE run() on a device backend B without a device: its
 //                            whole path up to the launch (selection, rules, the
 //                            device check), which then reports kErrorNoDevice
@@ -117,7 +120,7 @@ std::unique_ptr<Call> make_call(const std::string& shape, std::int64_t nnz, bool
   return c;
 }
 
-void register_call(const Call* c) {
+void register_call(const Call* c, const Call* twin) {
   reg(("api/validate/" + c->name).c_str(), [c](benchmark::State& st) {
     const Backend b = resolve_backend(Backend::kAuto);
     for (auto _ : st) {
@@ -153,6 +156,19 @@ void register_call(const Call* c) {
     std::size_t i = 0;
     for (auto _ : st) {
       bool ok = detail::lower_step(*plan, a[++i & 1]);
+      benchmark::DoNotOptimize(ok);
+      benchmark::DoNotOptimize(plan->lowered);
+    }
+    detail::delete_step_plan(plan);
+  });
+  reg(("api/step-moving/" + c->name).c_str(), [c, twin](benchmark::State& st) {
+    detail::StepPlan* plan = detail::new_step_plan();
+    if (plan == nullptr) std::abort();
+    detail::fill_step_plan(plan, c->args);
+    const Arguments* a[2] = {&c->args, &twin->args};
+    std::size_t i = 0;
+    for (auto _ : st) {
+      bool ok = detail::lower_step(*plan, *a[++i & 1]);
       benchmark::DoNotOptimize(ok);
       benchmark::DoNotOptimize(plan->lowered);
     }
@@ -225,13 +241,22 @@ int main(int argc, char** argv) {
       --i;
     }
   }
-  static std::vector<std::unique_ptr<Call>> calls;
-  calls.push_back(make_call("llama-3.1-8b", 8, false));
-  calls.push_back(make_call("llama-3.1-8b", 8, true));
-  calls.push_back(make_call("deepseek-v3-mla-tp8", 8, false));
-  calls.push_back(make_call("partial-rotary", 8, false));
-  calls.push_back(make_call("gpt-oss-120b-tp8", 1, false));
-  for (const auto& c : calls) register_call(c.get());
+  // Each call with a twin of its own buffers (api/step-moving).
+  static std::vector<std::unique_ptr<Call>> calls, twins;
+  const struct {
+    const char* shape;
+    std::int64_t nnz;
+    bool page_table;
+  } kCalls[] = {{"llama-3.1-8b", 8, false},
+                {"llama-3.1-8b", 8, true},
+                {"deepseek-v3-mla-tp8", 8, false},
+                {"partial-rotary", 8, false},
+                {"gpt-oss-120b-tp8", 1, false}};
+  for (const auto& k : kCalls) {
+    calls.push_back(make_call(k.shape, k.nnz, k.page_table));
+    twins.push_back(make_call(k.shape, k.nnz, k.page_table));
+    register_call(calls.back().get(), twins.back().get());
+  }
   register_backend_queries();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

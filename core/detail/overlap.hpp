@@ -50,12 +50,13 @@ inline bool span_bytes(const TensorView& v, std::int64_t* out) {
 }
 
 // Byte span [lo, hi) of the elements a view covers (empty views: lo == hi).
-// For validated views only (span and end address checked).
+// For validated views only (span and end address checked). No member
+// initializers: a step's arrays of spans are filled, not zeroed first.
 struct Span {
-  std::uintptr_t lo = 0, hi = 0;
+  std::uintptr_t lo, hi;
 };
 inline Span span_of(const TensorView& v) {
-  Span s;
+  Span s = {0, 0};
   std::int64_t bytes = 0;
   if (!v.present() || v.rank > 4 || v.numel() <= 0 || v.data == nullptr || !span_bytes(v, &bytes))
     return s;

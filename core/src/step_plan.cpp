@@ -95,7 +95,10 @@ bool run_step(const StepPlan& plan, const Arguments& a) {
     const StepPlan::View& pv = plan.view[i];
     const std::int64_t n = t.extent[0];
     if (n < 0 || (pv.strided_vector && n > 1)) return false;
-    if (n == 0 || !pv.others_nonzero) continue;
+    if (n == 0 || !pv.others_nonzero) {
+      spans[i] = {0, 0};  // empty: disjoint from every span
+      continue;
+    }
     const std::uintptr_t lo = reinterpret_cast<std::uintptr_t>(t.data);
     std::int64_t elems = 0, bytes = pv.prepared_bytes;
     if (n != pv.prepared_n || bytes < 0) {
@@ -128,7 +131,7 @@ bool run_step(const StepPlan& plan, const Arguments& a) {
   };
   if (plan.num_group_pairs > 0) {
     Span unions[OverlapViews::kAll];
-    for (std::size_t g = 0; g < plan.num_groups; ++g) unions[g].lo = ~std::uintptr_t(0);
+    for (std::size_t g = 0; g < plan.num_groups; ++g) unions[g] = {~std::uintptr_t(0), 0};
     for (std::size_t k = 0; k < plan.num_present; ++k) {
       const std::size_t i = plan.present[k];
       if (spans[i].hi == 0) continue;  // empty
