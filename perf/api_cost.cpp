@@ -15,6 +15,11 @@
 //   api/step-moving/SHAPE    the same alternating between two buffer sets (every
 //                            data pointer moves, as the perf suite's moving
 //                            prepared call)
+//   api/step-moving-cold/SHAPE  the same with the caches cold: between steps
+//                            ROPEKV_API_COLD_MB (default 2) of memory written,
+//                            only the step timed (what a launch's eviction of
+//                            the step's code and data costs it); 20000
+//                            iterations unless --iterations=N says otherwise
 //   api/run-nodevice/B/SHAPE run() on a device backend B without a device: its
 //                            whole path up to the launch (selection, rules, the
 //                            device check), which then reports kErrorNoDevice
@@ -30,6 +35,7 @@
 // difference between runs with 2N and N, divided by N, is the count per call.
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -52,7 +58,9 @@ std::int64_t g_iterations = 0;  // --iterations=N; 0: Google Benchmark decides
 
 void reg(const std::string& name, std::function<void(benchmark::State&)> fn) {
   benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(name.c_str(), std::move(fn));
-  if (g_iterations > 0) b->Iterations(g_iterations);
+  const bool cold = name.find("-cold/") != std::string::npos;
+  if (g_iterations > 0 || cold) b->Iterations(g_iterations > 0 ? g_iterations : 20000);
+  if (cold) b->UseManualTime();  // the step alone, not the eviction between steps
 }
 using ropekv_perf::Batch;
 using ropekv_perf::Shape;
@@ -171,6 +179,27 @@ void register_call(const Call* c, const Call* twin) {
       bool ok = detail::lower_step(*plan, *a[++i & 1]);
       benchmark::DoNotOptimize(ok);
       benchmark::DoNotOptimize(plan->lowered);
+    }
+    detail::delete_step_plan(plan);
+  });
+  reg(("api/step-moving-cold/" + c->name).c_str(), [c, twin](benchmark::State& st) {
+    detail::StepPlan* plan = detail::new_step_plan();
+    if (plan == nullptr) std::abort();
+    detail::fill_step_plan(plan, c->args);
+    const Arguments* a[2] = {&c->args, &twin->args};
+    // Between steps, write ROPEKV_API_COLD_MB of memory (default 2: more than
+    // a core's L2, as a launch's driver work evicts; more reaches the L3).
+    const char* mb = std::getenv("ROPEKV_API_COLD_MB");
+    static std::vector<std::uint64_t> junk(std::size_t(mb ? std::atoi(mb) : 2) << 17);
+    std::size_t i = 0;
+    for (auto _ : st) {
+      for (std::size_t k = 0; k < junk.size(); k += 8) junk[k] += k;
+      const auto t0 = std::chrono::steady_clock::now();
+      bool ok = detail::lower_step(*plan, *a[++i & 1]);
+      const auto t1 = std::chrono::steady_clock::now();
+      benchmark::DoNotOptimize(ok);
+      benchmark::DoNotOptimize(plan->lowered);
+      st.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
     }
     detail::delete_step_plan(plan);
   });
