@@ -128,6 +128,35 @@ std::unique_ptr<Call> make_call(const std::string& shape, std::int64_t nnz, bool
   return c;
 }
 
+// A prepared call's steps (detail::lower_step) on x's plan, alternating
+// between x and y. cold: ROPEKV_API_COLD_MB (default 2: more than a core's
+// L2, as a launch's driver work evicts; more reaches the L3) of memory
+// written between steps, and only the step timed (manual time).
+void time_steps(benchmark::State& st, const Arguments& x, const Arguments& y, bool cold) {
+  detail::StepPlan* plan = detail::new_step_plan();
+  if (plan == nullptr) std::abort();
+  detail::fill_step_plan(plan, x);
+  const Arguments* a[2] = {&x, &y};
+  const char* mb = std::getenv("ROPEKV_API_COLD_MB");
+  std::vector<std::uint64_t> junk(cold ? std::size_t(mb ? std::atoi(mb) : 2) << 17 : 0);
+  std::size_t i = 0;
+  for (auto _ : st) {
+    std::chrono::steady_clock::time_point t0;
+    if (cold) {
+      for (std::size_t k = 0; k < junk.size(); k += 8) junk[k] += k;
+      t0 = std::chrono::steady_clock::now();
+    }
+    bool ok = detail::lower_step(*plan, *a[++i & 1]);
+    benchmark::DoNotOptimize(ok);
+    benchmark::DoNotOptimize(plan->lowered);
+    if (cold) {
+      const auto t1 = std::chrono::steady_clock::now();
+      st.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
+    }
+  }
+  detail::delete_step_plan(plan);
+}
+
 void register_call(const Call* c, const Call* twin) {
   reg(("api/validate/" + c->name).c_str(), [c](benchmark::State& st) {
     const Backend b = resolve_backend(Backend::kAuto);
@@ -144,65 +173,17 @@ void register_call(const Call* c, const Call* twin) {
       benchmark::DoNotOptimize(p);
     }
   });
-  reg(("api/step/" + c->name).c_str(), [c](benchmark::State& st) {
-    detail::StepPlan* plan = detail::new_step_plan();
-    if (plan == nullptr) std::abort();
-    detail::fill_step_plan(plan, c->args);
-    for (auto _ : st) {
-      bool ok = detail::lower_step(*plan, c->args);
-      benchmark::DoNotOptimize(ok);
-      benchmark::DoNotOptimize(plan->lowered);
-    }
-    detail::delete_step_plan(plan);
-  });
+  reg(("api/step/" + c->name).c_str(),
+      [c](benchmark::State& st) { time_steps(st, c->args, c->args, false); });
   reg(("api/step-changed/" + c->name).c_str(), [c](benchmark::State& st) {
-    detail::StepPlan* plan = detail::new_step_plan();
-    if (plan == nullptr) std::abort();
-    detail::fill_step_plan(plan, c->args);
-    Arguments a[2] = {c->args, c->args};
-    a[1].stream = reinterpret_cast<void*>(std::uintptr_t(0x100));  // never launched on
-    std::size_t i = 0;
-    for (auto _ : st) {
-      bool ok = detail::lower_step(*plan, a[++i & 1]);
-      benchmark::DoNotOptimize(ok);
-      benchmark::DoNotOptimize(plan->lowered);
-    }
-    detail::delete_step_plan(plan);
+    Arguments changed = c->args;
+    changed.stream = reinterpret_cast<void*>(std::uintptr_t(0x100));  // never launched on
+    time_steps(st, c->args, changed, false);
   });
-  reg(("api/step-moving/" + c->name).c_str(), [c, twin](benchmark::State& st) {
-    detail::StepPlan* plan = detail::new_step_plan();
-    if (plan == nullptr) std::abort();
-    detail::fill_step_plan(plan, c->args);
-    const Arguments* a[2] = {&c->args, &twin->args};
-    std::size_t i = 0;
-    for (auto _ : st) {
-      bool ok = detail::lower_step(*plan, *a[++i & 1]);
-      benchmark::DoNotOptimize(ok);
-      benchmark::DoNotOptimize(plan->lowered);
-    }
-    detail::delete_step_plan(plan);
-  });
-  reg(("api/step-moving-cold/" + c->name).c_str(), [c, twin](benchmark::State& st) {
-    detail::StepPlan* plan = detail::new_step_plan();
-    if (plan == nullptr) std::abort();
-    detail::fill_step_plan(plan, c->args);
-    const Arguments* a[2] = {&c->args, &twin->args};
-    // Between steps, write ROPEKV_API_COLD_MB of memory (default 2: more than
-    // a core's L2, as a launch's driver work evicts; more reaches the L3).
-    const char* mb = std::getenv("ROPEKV_API_COLD_MB");
-    static std::vector<std::uint64_t> junk(std::size_t(mb ? std::atoi(mb) : 2) << 17);
-    std::size_t i = 0;
-    for (auto _ : st) {
-      for (std::size_t k = 0; k < junk.size(); k += 8) junk[k] += k;
-      const auto t0 = std::chrono::steady_clock::now();
-      bool ok = detail::lower_step(*plan, *a[++i & 1]);
-      const auto t1 = std::chrono::steady_clock::now();
-      benchmark::DoNotOptimize(ok);
-      benchmark::DoNotOptimize(plan->lowered);
-      st.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
-    }
-    detail::delete_step_plan(plan);
-  });
+  reg(("api/step-moving/" + c->name).c_str(),
+      [c, twin](benchmark::State& st) { time_steps(st, c->args, twin->args, false); });
+  reg(("api/step-moving-cold/" + c->name).c_str(),
+      [c, twin](benchmark::State& st) { time_steps(st, c->args, twin->args, true); });
   if (backend_compiled(Backend::kHost)) {
     reg(("api/prepared/host/" + c->name).c_str(), [c](benchmark::State& st) {
       PreparedCall call(Backend::kHost);
