@@ -56,11 +56,13 @@ using namespace ropekv;
 
 std::int64_t g_iterations = 0;  // --iterations=N; 0: Google Benchmark decides
 
-void reg(const std::string& name, std::function<void(benchmark::State&)> fn) {
+// manual_time: the benchmark times what it measures itself (SetIterationTime),
+// 20000 iterations unless --iterations says otherwise (its untimed work is long).
+void reg(const std::string& name, std::function<void(benchmark::State&)> fn,
+         bool manual_time = false) {
   benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(name.c_str(), std::move(fn));
-  const bool cold = name.find("-cold/") != std::string::npos;
-  if (g_iterations > 0 || cold) b->Iterations(g_iterations > 0 ? g_iterations : 20000);
-  if (cold) b->UseManualTime();  // the step alone, not the eviction between steps
+  if (g_iterations > 0 || manual_time) b->Iterations(g_iterations > 0 ? g_iterations : 20000);
+  if (manual_time) b->UseManualTime();
 }
 using ropekv_perf::Batch;
 using ropekv_perf::Shape;
@@ -183,7 +185,7 @@ void register_call(const Call* c, const Call* twin) {
   reg(("api/step-moving/" + c->name).c_str(),
       [c, twin](benchmark::State& st) { time_steps(st, c->args, twin->args, false); });
   reg(("api/step-moving-cold/" + c->name).c_str(),
-      [c, twin](benchmark::State& st) { time_steps(st, c->args, twin->args, true); });
+      [c, twin](benchmark::State& st) { time_steps(st, c->args, twin->args, true); }, true);
   if (backend_compiled(Backend::kHost)) {
     reg(("api/prepared/host/" + c->name).c_str(), [c](benchmark::State& st) {
       PreparedCall call(Backend::kHost);
