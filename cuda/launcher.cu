@@ -197,6 +197,14 @@ ResidentCacheProbe probe_resident_cache(const void* kernel, unsigned block, int 
 
 namespace {
 
+// Beyond one wave of resident blocks the decode kernel (each block one token,
+// its chain of loads not overlapped with another token's) still beats the
+// vector kernels (whose teams pipeline tokens only where they have several)
+// up to two waves, or up to 24 tokens a multiprocessor, whichever is more
+// (perf/RESULTS.md: 0.52-0.97 of the vector kernels' time at 512-4096
+// tokens; past both bounds up to 1.16x slower).
+constexpr std::uint64_t kDecodeWaves = 2, kDecodeTokensPerSm = 24;
+
 // The launch decision for p on `dev`: path, kernel, grid, block, dynamic
 // shared memory and geometry (not the call's own fields: stream, params,
 // decode parameters).
@@ -214,7 +222,9 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   }
   bool staged = false;
   VecGeometry g = geometry(p, sms, &staged);
-  // Decode: the whole one-unit-per-thread grid resident at once.
+  // Decode: the one-unit-per-thread grid, where it is resident at once and
+  // beyond, while it beats the vector kernels (kDecodeWaves,
+  // kDecodeTokensPerSm).
   if (tune.decode >= 0 && p.nnz <= 65535 && decode_fits(p, g)) {
     bool by_part = false;
     const void* kernel = pick_vec(VecFamily::kDecode, p, &by_part);
@@ -247,7 +257,10 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       blocks = std::uint64_t(d.chunks) * std::uint64_t(p.nnz);
     }
     const int per_sm = resident_per_sm(kernel, d.block, 0, dev);
-    if (per_sm > 0 && (tune.decode > 0 || blocks <= std::uint64_t(per_sm) * std::uint64_t(sms))) {
+    const std::uint64_t wave = std::uint64_t(per_sm) * std::uint64_t(sms);
+    const bool decode_wins = blocks <= kDecodeWaves * wave ||
+                             std::uint64_t(p.nnz) <= kDecodeTokensPerSm * std::uint64_t(sms);
+    if (per_sm > 0 && (tune.decode > 0 || decode_wins)) {
       // A 48-register kernel's 64-register twin where its grid fits at once
       // too: slightly faster there (perf/RESULTS.md).
       if (few != nullptr) {

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <numeric>
 #include <random>
+#include <sstream>
 #include <utility>
 
 namespace ropekv_perf {
@@ -23,11 +25,26 @@ Shape gqa(const char* name, std::int64_t hq, std::int64_t hk, std::int64_t d, st
   return s;
 }
 
-const std::vector<std::int64_t> kGpuTokens = {1, 8, 64, 256, 1024, 8192, 32768};
+const std::vector<std::int64_t> kCanonicalGpuTokens = {1, 8, 64, 256, 1024, 8192, 32768};
+
+// The GPU rows' token counts: the canonical ones, or for measurements of the
+// launch rules those ROPEKV_PERF_GPU_NNZ lists ("512,2048,4096").
+std::vector<std::int64_t> gpu_tokens() {
+  const char* env = std::getenv("ROPEKV_PERF_GPU_NNZ");
+  if (env == nullptr || *env == '\0') return kCanonicalGpuTokens;
+  std::vector<std::int64_t> v;
+  std::stringstream in(env);
+  for (std::string item; std::getline(in, item, ',');) {
+    const long long n = std::atoll(item.c_str());
+    if (n > 0) v.push_back(n);
+  }
+  return v;
+}
 const std::vector<std::int64_t> kHostTokens = {1, 64, 1024, 8192};
 const std::vector<std::int64_t> kHostVariantTokens = {64, 8192};
 
 std::vector<Shape> build_shapes() {
+  const std::vector<std::int64_t> kGpuTokens = gpu_tokens();
   std::vector<Shape> v;
   v.push_back(gqa("gpt-oss-120b-tp8", 8, 1, 64, 64));
   v.push_back(gqa("gpt-oss-120b-tp1", 64, 8, 64, 64));

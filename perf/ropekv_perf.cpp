@@ -88,10 +88,12 @@ void print_help() {
       "read, half written) in the same graph method; the fused rows then report\n"
       "pct_of_same_size_copy = copy time / fused time. Fused decode rows report\n"
       "x_floor = fused time / floor time (same addressing, hot or rotated).\n"
-      "cuda-move / cuda-mathfloor (decode sizes, with and without PDL): a kernel\n"
-      "moving the q, k, v bytes, and the same with the op's arithmetic.\n"
+      "cuda-move / cuda-mathfloor (decode sizes with and without PDL, larger sizes\n"
+      "rotated without): a kernel moving the q, k, v bytes, and the same with the\n"
+      "op's arithmetic.\n"
       "ROPEKV_PERF_TUNING='decode=-1|1,pdl_trigger=-1|1,bulk=1,rows=1,decode_warps=-1|N'\n"
-      "overrides the launcher's rules for measurements (cuda/launcher.hpp).\n"
+      "overrides the launcher's rules for measurements (cuda/launcher.hpp);\n"
+      "ROPEKV_PERF_GPU_NNZ='512,2048' replaces the GPU rows' token counts.\n"
       "The ceilings are printed on stderr. Run only the GPU part with\n"
       "--benchmark_filter='^cuda'.\n"
       "\n");
@@ -361,7 +363,8 @@ void register_cuda(const Shape& s, std::int64_t nnz, const GpuCase& c) {
 //    move floor (a kernel moving the q, k, v bytes) and the math floor (the
 //    same with the op's arithmetic), with and without PDL;
 //  * larger sizes: slot mapping with and without PDL (and early indices),
-//    page table, unfused and same-size copy;
+//    page table, unfused, same-size copy, and for the canonical shapes the
+//    move and math floors (rotated, no PDL);
 //  * the llama-3.1-8b variants: slot mapping, fewer rows;
 //  * CPU time per call (nnz 8, and 8192 for llama-3.1-8b): run() and the
 //    bare launch of its kernel.
@@ -414,6 +417,12 @@ void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
     register_cuda(s, nnz, mk(GpuKind::kFused, false, false, false, false));
     register_cuda(s, nnz, mk(GpuKind::kFused, false, false, true, false));
     if (canonical) {
+      register_cuda(s, nnz, mk(GpuKind::kMove, false, false, false, false));
+      for (int block : {128, 256}) {
+        GpuCase c = mk(GpuKind::kMathFloor, false, false, false, false);
+        c.block = block;
+        register_cuda(s, nnz, c);
+      }
       register_cuda(s, nnz, mk(GpuKind::kFused, false, false, true, true));
       register_cuda(s, nnz, mk(GpuKind::kFused, true, false, false, false));
     }

@@ -224,10 +224,12 @@ void expect_identical(const Outputs& got, const Outputs& want, const char* what)
 }
 
 // Producer then call, in stream order, for both addressing forms, a decode
-// batch (the decode kernel) and a large one (the vector kernels).
+// batch (the decode kernel), a mid-size one (the decode kernel over more than
+// one wave) and a large one (the vector kernels).
 TEST(CudaPdl, EarlyIndicesSeeTheProducersInputs) {
   SKIP_WITHOUT_SM90();
-  for (std::int64_t nnz : {std::int64_t(7), std::int64_t(200), std::int64_t(20000)}) {
+  for (std::int64_t nnz :
+       {std::int64_t(7), std::int64_t(200), std::int64_t(2000), std::int64_t(20000)}) {
     for (bool page_table : {false, true}) {
       PdlProblem pb(nnz, unsigned(nnz) + (page_table ? 1u : 0u));
       DevicePdl dp(pb);

@@ -298,8 +298,8 @@ TEST(CudaRuntime, LargeBatchRuntimeShapeWithPadding) {
 
 // Large batches of the specialised shapes (llama-3.1-8b: R = D = 128;
 // partial rotary: R 64 of D 128; gpt-oss: R = D = 64) with padding, host and
-// device scales. On the H200 all four take the rows kernel (over one wave of
-// decode-sized teams).
+// device scales. On the H200 all four take the rows kernel (beyond the decode
+// kernel's bounds).
 TEST(CudaRuntime, LargeBatchSpecialisedShapesWithPadding) {
   SKIP_WITHOUT_CUDA();
   struct Shape {
@@ -307,7 +307,7 @@ TEST(CudaRuntime, LargeBatchSpecialisedShapesWithPadding) {
     double pad;
   };
   const Shape shapes[] = {{5000, 32, 8, 128, 128, 0.2},
-                          {3000, 32, 8, 128, 64, 0.1},
+                          {4000, 32, 8, 128, 64, 0.1},
                           {9000, 64, 8, 64, 64, 0.0},
                           {7001, 8, 1, 128, 128, 0.5}};
   unsigned seed = 71;
@@ -415,6 +415,20 @@ TEST(CudaRuntime, RowsKernelMatchesHost) {
   ropekv_test::set_rows_tuning(1);
   for (const OverrideShape& sh : shapes) expect_path_matches_host(sh, seed, "rows");
   ropekv_test::set_rows_tuning(0);
+}
+
+// Mid-size batches in the decode kernel over more than one wave of its
+// blocks (on the H200: llama-3.1-8b's shape about 350 tokens a wave, gpt-oss
+// TP8's about 2100, R 32 of D 96 about 1300), with padding, host and
+// device scales.
+TEST(CudaRuntime, MidBatchDecodeKernelOverSeveralWaves) {
+  SKIP_WITHOUT_CUDA();
+  const OverrideShape shapes[] = {{2000, 32, 8, 128, 128, 0, 0.2},
+                                  {3000, 8, 1, 64, 64, 0, 0.1},
+                                  {1200, 32, 8, 128, 64, 0, 0.3},
+                                  {2500, 16, 2, 96, 32, 0, 0.2}};
+  unsigned seed = 151;
+  for (const OverrideShape& sh : shapes) expect_path_matches_host(sh, seed, "decode");
 }
 
 // The launcher asks the runtime once per (kernel, block size, device) how

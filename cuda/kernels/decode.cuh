@@ -1,5 +1,6 @@
-// The decode kernel (fused_decode_kernel): launches that fit on the device
-// at once with one unit per thread, the shortest chain of dependent loads.
+// The decode kernel (fused_decode_kernel): one unit per thread, the shortest
+// chain of dependent loads; for launches that fit on the device at once and
+// mid-size ones of a few waves (the launcher's rule).
 #pragma once
 
 #include <type_traits>
@@ -25,10 +26,9 @@ constexpr int kDecodeMinBlocks = (kR > 0 && kN <= 2 * kR) ? kDecodeFewMinBlocks
 template <int kR, int kN>
 constexpr bool kDecodeFewBlocks = kR > 0 && kDecodeMinBlocks<kR, kN> == kDecodeManyMinBlocks;
 
-// For launches whose one-unit-per-thread grid fits on the device at once
-// (decode batches): token blockIdx.y's units in blocks along blockIdx.x,
-// each thread one unit, so each warp's chain is one unit long. Two layouts
-// (the launcher's decode_layout):
+// Token blockIdx.y's units in blocks along blockIdx.x, each thread one unit,
+// so each warp's chain is one unit long. Two layouts (the launcher's
+// decode_layout):
 //  * packed: unit u = blockIdx.x * blockDim.x + threadIdx.x of the token's
 //    units (VecGeometry's order), each thread finding its part, head and
 //    parameters at run time;
