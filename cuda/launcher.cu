@@ -201,8 +201,9 @@ namespace {
 // its chain of loads not overlapped with another token's) still beats the
 // vector kernels (whose teams pipeline tokens only where they have several)
 // up to two waves, or up to 24 tokens a multiprocessor, whichever is more
-// (perf/RESULTS.md: 0.52-0.97 of the vector kernels' time at 512-4096
-// tokens; past both bounds up to 1.16x slower).
+// (perf/RESULTS.md, H200: 0.50-0.97 of the vector kernels' time at 512-3072
+// tokens; past both bounds up to 1.16x slower; HIP takes the same rule,
+// unmeasured).
 constexpr std::uint64_t kDecodeWaves = 2, kDecodeTokensPerSm = 24;
 
 // The launch decision for p on `dev`: path, kernel, grid, block, dynamic
