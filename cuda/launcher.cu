@@ -200,11 +200,12 @@ namespace {
 // Beyond one wave of resident blocks the decode kernel (each block one token,
 // its chain of loads not overlapped with another token's) still beats the
 // vector kernels (whose teams pipeline tokens only where they have several)
-// up to two waves, or up to 24 tokens a multiprocessor, whichever is more
-// (perf/RESULTS.md, H200: 0.50-0.97 of the vector kernels' time at 512-3072
-// tokens; past both bounds up to 1.16x slower; HIP takes the same rule,
-// unmeasured).
-constexpr std::uint64_t kDecodeWaves = 2, kDecodeTokensPerSm = 24;
+// up to 24 tokens a multiprocessor, and up to 32 where that is at most four
+// waves of its blocks (the TP8 shapes, whose tokens have few units)
+// (perf/RESULTS.md, H200: 0.50-0.97 of the vector kernels' time at 512-4096
+// tokens; beyond, up to 1.16x slower; HIP takes the same rule, unmeasured).
+constexpr std::uint64_t kDecodeTokensPerSm = 24, kDecodeFewWaves = 4,
+                        kDecodeFewWavesTokensPerSm = 32;
 
 // The launch decision for p on `dev`: path, kernel, grid, block, dynamic
 // shared memory and geometry (not the call's own fields: stream, params,
@@ -224,8 +225,8 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   bool staged = false;
   VecGeometry g = geometry(p, sms, &staged);
   // Decode: the one-unit-per-thread grid, where it is resident at once and
-  // beyond, while it beats the vector kernels (kDecodeWaves,
-  // kDecodeTokensPerSm).
+  // beyond, while it beats the vector kernels (kDecodeTokensPerSm,
+  // kDecodeFewWaves).
   if (tune.decode >= 0 && p.nnz <= 65535 && decode_fits(p, g)) {
     bool by_part = false;
     const void* kernel = pick_vec(VecFamily::kDecode, p, &by_part);
@@ -259,8 +260,10 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
     }
     const int per_sm = resident_per_sm(kernel, d.block, 0, dev);
     const std::uint64_t wave = std::uint64_t(per_sm) * std::uint64_t(sms);
-    const bool decode_wins = blocks <= kDecodeWaves * wave ||
-                             std::uint64_t(p.nnz) <= kDecodeTokensPerSm * std::uint64_t(sms);
+    const std::uint64_t nnz = std::uint64_t(p.nnz), sm = std::uint64_t(sms);
+    const bool decode_wins =
+        blocks <= wave || nnz <= kDecodeTokensPerSm * sm ||
+        (nnz <= kDecodeFewWavesTokensPerSm * sm && blocks <= kDecodeFewWaves * wave);
     if (per_sm > 0 && (tune.decode > 0 || decode_wins)) {
       // A 48-register kernel's 64-register twin where its grid fits at once
       // too: slightly faster there (perf/RESULTS.md).
