@@ -172,8 +172,18 @@ DecodeLayout decode_layout(const VecGeometry& g, std::uint32_t hq, bool by_part,
                            bool even) {
   DecodeLayout d;
   part_units(g, hq, d.units);
-  for (int i = 0; i < kParts; ++i)
-    d.warp_begin[i + 1] = d.warp_begin[i] + (by_part ? (d.units[i] + 31) / 32 : 0);
+  if (by_part && g.nope_sub > 0) {
+    // By role: the query's parts on the first warps, the cache's after them
+    // (warp_begin[kRotK]: the cache's first warp).
+    const std::uint32_t query = d.units[kRotQ] + d.units[kNopeQ];
+    const std::uint32_t cache = g.units - query;
+    d.warp_begin[kRotK] = (query + 31) / 32;
+    for (int i = kRotK + 1; i <= kParts; ++i)
+      d.warp_begin[i] = d.warp_begin[kRotK] + (cache + 31) / 32;
+  } else {
+    for (int i = 0; i < kParts; ++i)
+      d.warp_begin[i + 1] = d.warp_begin[i] + (by_part ? (d.units[i] + 31) / 32 : 0);
+  }
   const unsigned warps = by_part ? d.warp_begin[kParts] : (g.units + 31) / 32;
   d.chunks = (warps + max_warps - 1) / max_warps;
   const unsigned block_warps = even ? (warps + d.chunks - 1) / d.chunks : max_warps;

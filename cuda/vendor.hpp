@@ -124,6 +124,9 @@ __device__ __forceinline__ void async_wait() {
 constexpr bool kBulkCopy = true;
 // The row-loop vector kernel (cuda/kernels/vec_rows.cuh) is built here.
 constexpr bool kRowsKernel = true;
+// The decode kernel's by-role layout for page tables of shapes with
+// non-rotary parts (cuda/kernels/decode.cuh): measured faster here.
+constexpr bool kDecodeByRole = true;
 inline bool bulk_copy_built(const void* kernel) {
   cudaFuncAttributes a = {};
   if (cudaFuncGetAttributes(&a, kernel) != cudaSuccess) {

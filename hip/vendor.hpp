@@ -78,6 +78,10 @@ constexpr bool kBulkCopy = false;
 // budget it spills (scripts/hip_resources.sh); HIP keeps the vector and
 // staged kernels there.
 constexpr bool kRowsKernel = false;
+// The decode kernel keeps the packed layout for page tables of shapes with
+// non-rotary parts: the by-role layout, unmeasured here, would spill 55-56
+// SGPRs there (occupancy 8 -> 7 waves, scripts/hip_resources.sh).
+constexpr bool kDecodeByRole = false;
 inline bool bulk_copy_built(const void*) { return false; }
 __device__ __forceinline__ void barrier_init(std::uint64_t*) {}
 __device__ __forceinline__ void barrier_expect(std::uint64_t*, unsigned) {}

@@ -201,7 +201,9 @@ TEST(CudaLauncher, DecodeLayoutByForm) {
   EXPECT_NE(table.kernel, slot.kernel);
 
   // With non-rotary parts (here N = 64: a shape with its own specialisation)
-  // the page table keeps the packed layout.
+  // the page table takes the by-role layout: the query's 64 units (rope and
+  // nope rows) on warps 0-1, the cache's 16 (key rope, key nope, value) on
+  // warp 2.
   LaunchParams with_nope = page_table_params(8, base);
   with_nope.nope_dim = 64;
   with_nope.v_dim = 128;
@@ -209,6 +211,17 @@ TEST(CudaLauncher, DecodeLayoutByForm) {
   with_nope.k_nope = {with_nope.k_rope.data + 64 * 2, 1024, 128};
   with_nope.q_rope = {with_nope.q_rope.data, 1024, 128};
   with_nope.k_rope = {with_nope.k_rope.data, 1024, 128};
+  const gpu::PreparedLaunch roles = decide(with_nope);
+  ASSERT_EQ(roles.path, gpu::Path::kDecode);
+  EXPECT_TRUE(roles.decode_by_part);
+  EXPECT_EQ(roles.decode.warp_k, 2u);
+  EXPECT_EQ(roles.block.x, 96u);
+  EXPECT_EQ(roles.grid.x, 1u);
+  // With slot mapping: packed.
+  const LaunchParams slots = params(8, base);
+  with_nope.addressing = Addressing::kSlotMapping;
+  with_nope.slot_mapping = slots.slot_mapping;
+  with_nope.positions = slots.positions;
   EXPECT_FALSE(decide(with_nope).decode_by_part);
 }
 

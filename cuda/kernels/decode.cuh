@@ -27,18 +27,23 @@ template <int kR, int kN>
 constexpr bool kDecodeFewBlocks = kR > 0 && kDecodeMinBlocks<kR, kN> == kDecodeManyMinBlocks;
 
 // Token blockIdx.y's units in blocks along blockIdx.x, each thread one unit,
-// so each warp's chain is one unit long. Two layouts (the launcher's
+// so each warp's chain is one unit long. Three layouts (the launcher's
 // decode_layout):
-//  * packed: unit u = blockIdx.x * blockDim.x + threadIdx.x of the token's
-//    units (VecGeometry's order), each thread finding its part, head and
-//    parameters at run time;
+//  * packed (slot mapping and the run-time index form): unit u = blockIdx.x *
+//    blockDim.x + threadIdx.x of the token's units (VecGeometry's order),
+//    each thread finding its part, head and parameters at run time;
 //  * by part (page tables, kIndexTable32, shapes without non-rotary parts:
 //    kDecodeByPart): each row part starts on a warp of its own, and each
 //    warp runs its part's compile-time body, which reads that part's
 //    parameters directly, and whose query units skip the page look-ups (only
-//    the cache parts need them; the form is unchecked). Elsewhere the packed
-//    layout measured faster (perf/RESULTS.md). The warps are of 32 threads
-//    (on HIP's 64-wide wavefronts two of them share one: correct, not tuned).
+//    the cache parts need them; the form is unchecked);
+//  * by role (the same for shapes with non-rotary parts, where the vendor
+//    layer takes it: kDecodeByRole): the query's parts on a token's first
+//    warps, the cache's after them, each thread finding its part within its
+//    role; the query role's warps skip the look-ups.
+// Each measured faster than packed where it is taken, packed faster for slot
+// mapping (perf/RESULTS.md). The warps are of 32 threads (on HIP's 64-wide
+// wavefronts two of them share one: correct, not tuned).
 // A thread's loads go out in three steps, each as soon as what it depends on
 // has arrived:
 //   1. its token's index entries and, for a device scale, its part's scale;
@@ -241,11 +246,46 @@ __device__ __forceinline__ auto index_view(const DecodeParams& p) {
 // shapes without non-rotary parts; packed for the others, which measured
 // faster so (perf/RESULTS.md).
 template <int kForm, int kN>
-constexpr bool kDecodeByPart = (kForm == kIndexTable32) && (kN == 0);
+constexpr bool kDecodeByPart = kForm == kIndexTable32 && (kN == 0 || kDecodeByRole);
 
 // The part of decode_unit's units: one part (by-part layout) or any
 // (packed layout: found at run time).
 constexpr std::uint32_t kAnyPart = kParts;
+// The by-role layout's roles: the query's parts (Hq rope rows, then Hq nope
+// rows) and the cache's (Hk key rope rows, key nope rows, value rows).
+constexpr std::uint32_t kQueryRole = kParts + 1, kCacheRole = kParts + 2;
+
+// A role's units a token, and its unit w.
+template <int kR, int kN, int kDv, std::uint32_t P>
+__device__ __forceinline__ std::uint32_t role_units(const VecGeometry& g, std::uint32_t hq) {
+  const std::uint32_t query = hq * ShapeOf<kR, kN, kDv>::rot_sub(g) + g.q_nope_end - g.rot_units;
+  return P == kQueryRole ? query : g.units - query;
+}
+template <int kR, int kN, int kDv, std::uint32_t P>
+__device__ __forceinline__ UnitRef role_unit_ref(const VecGeometry& g, std::uint32_t hq,
+                                                 std::uint32_t w) {
+  using S = ShapeOf<kR, kN, kDv>;
+  constexpr bool kQuery = P == kQueryRole;
+  const std::uint32_t rs = S::rot_sub(g), ns = S::nope_sub(g) > 0 ? S::nope_sub(g) : 1u;
+  const std::uint32_t vs = S::v_sub(g) > 0 ? S::v_sub(g) : 1u;
+  const std::uint32_t rope = kQuery ? hq * rs : g.rot_units - hq * rs;
+  const std::uint32_t nope = kQuery ? g.q_nope_end - g.rot_units : g.k_nope_end - g.q_nope_end;
+  UnitRef r;
+  if (w < rope) {
+    r.part = kQuery ? kRotQ : kRotK;
+    r.head = w / rs;
+    r.sub = w - r.head * rs;
+  } else if (kQuery || w < rope + nope) {
+    r.part = kQuery ? kNopeQ : kNopeK;
+    r.head = (w - rope) / ns;
+    r.sub = w - rope - r.head * ns;
+  } else {  // (never reached for MLA)
+    r.part = kValue;
+    r.head = (w - rope - nope) / vs;
+    r.sub = w - rope - nope - r.head * vs;
+  }
+  return r;
+}
 
 // Unit w of token t: the packed layout's unit w (P = kAnyPart), or unit w of
 // part P (by-part layout); beyond the token's (or part's) units, nothing.
@@ -264,10 +304,19 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
   // (The index view is made at each use: a copy held across the unit's
   // loads costs registers, which kIndexAny's view spilled.)
   const TokenIndices ix = load_token_indices(index_view<kForm>(p), t);
-  if (w >= (P == kAnyPart ? p.units : std::uint32_t(p.part[P].units))) return true;
+  constexpr bool kRole = P == kQueryRole || P == kCacheRole;
+  if constexpr (P == kAnyPart) {
+    if (w >= p.units) return true;
+  } else if constexpr (kRole) {
+    if (w >= role_units<kR, kN, kDv, P>(g, p.num_q_heads)) return true;
+  } else {
+    if (w >= p.part[P].units) return true;
+  }
   UnitRef r;
   if constexpr (P == kAnyPart) {
     r = unit_ref<kR, kN, kDv>(g, p.num_q_heads, w);
+  } else if constexpr (kRole) {
+    r = role_unit_ref<kR, kN, kDv, P>(g, p.num_q_heads, w);
   } else {
     const std::uint32_t subs = part_half<kR, kN, kDv>(g, P) / 8;  // units a row
     r.part = P;
@@ -275,7 +324,7 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
     r.sub = w - r.head * subs;
   }
   // The part's fields, each read where it is used (P: at compile time).
-  const std::uint32_t pi = P == kAnyPart ? r.part : P;
+  const std::uint32_t pi = P == kAnyPart || kRole ? r.part : P;
   const auto field = [&](auto DecodePart::*m) { return part_field(p, pi, m); };
   const uint4* x = reinterpret_cast<const uint4*>(
       field(&DecodePart::src) +
@@ -288,9 +337,9 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
   // 2. Not padding: kv_indptr[b] (page tables), the unit's inputs, its
   //    cos/sin (checked mode: position in range first), the page entry.
   if (__builtin_expect(ix.key < 0, 0)) return true;
-  const bool cache = cache_part(r.part);
-  // Page tables: kv_indptr[b] heads the longest chain. A query part's body
-  // skips the look-ups (the fixed forms are unchecked).
+  const bool cache = P == kQueryRole ? false : (P == kCacheRole ? true : cache_part(r.part));
+  // Page tables: kv_indptr[b] heads the longest chain. A query part's or
+  // role's body skips the look-ups (the fixed forms are unchecked).
   const bool plan_needed = P == kAnyPart || kForm == kIndexAny || cache;
   const std::int64_t begin = plan_needed ? plan_begin(index_view<kForm>(p), ix) : 0;
   if (!p.early_indices) {
@@ -362,8 +411,18 @@ __global__ void __launch_bounds__(kVecBlock, kMinBlocks) fused_decode_kernel(con
     const std::int64_t t = blockIdx.y;
     dependents_launch();
     decode_body<In, Out, Cos, kR, kN, kDv, kForm, kAnyPart>(p, u, t);
+  } else if constexpr (kN > 0) {  // by role: the warp's role (uniform), the thread's unit in it
+    static_assert(kR > 0, "by role: specialised shapes");
+    const std::int64_t t = blockIdx.y;
+    dependents_launch();
+    const std::uint32_t wi = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // of the token
+    const std::uint32_t lane = threadIdx.x % 32;
+    if (wi < p.warp_k)
+      decode_body<In, Out, Cos, kR, kN, kDv, kForm, kQueryRole>(p, wi * 32 + lane, t);
+    else  // (and the last block's warps past the token's: no unit)
+      decode_body<In, Out, Cos, kR, kN, kDv, kForm, kCacheRole>(p, (wi - p.warp_k) * 32 + lane, t);
   } else {  // by part: the warp's part (uniform in the warp), the thread's unit in it
-    static_assert(kR > 0 && kN == 0 && kDv > 0, "by part: specialised shapes without N");
+    static_assert(kR > 0 && kDv > 0, "by part: specialised shapes without N");
     const std::int64_t t = blockIdx.y;
     dependents_launch();
     const std::uint32_t wi = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // of the token
