@@ -411,28 +411,27 @@ __global__ void __launch_bounds__(kVecBlock, kMinBlocks) fused_decode_kernel(con
     const std::int64_t t = blockIdx.y;
     dependents_launch();
     decode_body<In, Out, Cos, kR, kN, kDv, kForm, kAnyPart>(p, u, t);
-  } else if constexpr (kN > 0) {  // by role: the warp's role (uniform), the thread's unit in it
-    static_assert(kR > 0, "by role: specialised shapes");
+  } else {  // by role or by part: the warp's role or part (uniform), the thread's unit in it
+    static_assert(kR > 0, "the warp-uniform layouts: specialised shapes");
     const std::int64_t t = blockIdx.y;
     dependents_launch();
     const std::uint32_t wi = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // of the token
     const std::uint32_t lane = threadIdx.x % 32;
-    if (wi < p.warp_k)
-      decode_body<In, Out, Cos, kR, kN, kDv, kForm, kQueryRole>(p, wi * 32 + lane, t);
-    else  // (and the last block's warps past the token's: no unit)
-      decode_body<In, Out, Cos, kR, kN, kDv, kForm, kCacheRole>(p, (wi - p.warp_k) * 32 + lane, t);
-  } else {  // by part: the warp's part (uniform in the warp), the thread's unit in it
-    static_assert(kR > 0 && kDv > 0, "by part: specialised shapes without N");
-    const std::int64_t t = blockIdx.y;
-    dependents_launch();
-    const std::uint32_t wi = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // of the token
-    const std::uint32_t lane = threadIdx.x % 32;
-    if (wi < p.warp_k)
-      decode_body<In, Out, Cos, kR, kN, kDv, kForm, kRotQ>(p, wi * 32 + lane, t);
-    else if (wi < p.warp_v)
-      decode_body<In, Out, Cos, kR, kN, kDv, kForm, kRotK>(p, (wi - p.warp_k) * 32 + lane, t);
-    else  // (and the last block's warps past the token's: no unit)
-      decode_body<In, Out, Cos, kR, kN, kDv, kForm, kValue>(p, (wi - p.warp_v) * 32 + lane, t);
+    // (The last block's warps past the token's: no unit.)
+    if constexpr (kN > 0) {
+      if (wi < p.warp_k)
+        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kQueryRole>(p, wi * 32 + lane, t);
+      else
+        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kCacheRole>(p, (wi - p.warp_k) * 32 + lane,
+                                                                  t);
+    } else {
+      if (wi < p.warp_k)
+        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kRotQ>(p, wi * 32 + lane, t);
+      else if (wi < p.warp_v)
+        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kRotK>(p, (wi - p.warp_k) * 32 + lane, t);
+      else
+        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kValue>(p, (wi - p.warp_v) * 32 + lane, t);
+    }
   }
 }
 
