@@ -172,9 +172,8 @@ DecodeLayout decode_layout(const VecGeometry& g, std::uint32_t hq, bool by_part,
                            bool even) {
   DecodeLayout d;
   part_units(g, hq, d.units);
-  if (by_part && g.nope_sub > 0) {
-    // By role: the query's parts on the first warps, the cache's after them
-    // (warp_begin[kRotK]: the cache's first warp).
+  if (decode_by_role(g, by_part)) {
+    // (warp_begin[kRotK]: the cache's first warp.)
     const std::uint32_t query = d.units[kRotQ] + d.units[kNopeQ];
     const std::uint32_t cache = g.units - query;
     d.warp_begin[kRotK] = (query + 31) / 32;

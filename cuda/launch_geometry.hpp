@@ -30,7 +30,9 @@ std::uint32_t rows_team(const VecGeometry& g, std::uint32_t hq);
 // 8 where that measured faster, perf/RESULTS.md); `even`: a token's warps
 // spread evenly over its blocks (no idle warps in its last block).
 //  * packed: the token's units in `chunks` blocks;
-//  * by part: each part's units on warps of its own, the warps in blocks.
+//  * by part: each part's units on warps of its own, the warps in blocks;
+//    for shapes with non-rotary parts by role (decode_by_role): the query's
+//    parts on the first warps, the cache's after them (warp_begin[kRotK]).
 struct DecodeLayout {
   unsigned block = 0, chunks = 0;
   std::uint32_t units[kParts] = {};
@@ -38,6 +40,9 @@ struct DecodeLayout {
 };
 DecodeLayout decode_layout(const VecGeometry& g, std::uint32_t hq, bool by_part,
                            unsigned max_warps = 4, bool even = false);
+// Whether a warp-uniform (by_part) decode kernel of g's shape takes the
+// by-role layout (the shapes with non-rotary parts).
+inline bool decode_by_role(const VecGeometry& g, bool by_part) { return by_part && g.nope_sub > 0; }
 // Whether every stride of p fits in 32 bits (the decode kernel's, DecodePart).
 bool strides_fit32(const LaunchParams& p);
 // Whether the decode kernel can take p: its strides in 32 bits and a part's

@@ -254,8 +254,8 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
     // Packed or by role, with PDL and early indices: blocks of 2 warps while
     // those of 4 are fewer than 4 a multiprocessor, the only case where they
     // measured faster (perf/RESULTS.md).
-    const bool by_role = by_part && g.nope_sub > 0;
-    if ((!by_part || by_role) && p.pdl && p.early_indices && blocks < 4 * std::uint64_t(sms)) {
+    if ((!by_part || decode_by_role(g, by_part)) && p.pdl && p.early_indices &&
+        blocks < 4 * std::uint64_t(sms)) {
       d = decode_layout(g, hq, by_part, 2);
       blocks = std::uint64_t(d.chunks) * std::uint64_t(p.nnz);
     }

@@ -44,7 +44,7 @@ const std::vector<std::int64_t> kHostTokens = {1, 64, 1024, 8192};
 const std::vector<std::int64_t> kHostVariantTokens = {64, 8192};
 
 std::vector<Shape> build_shapes() {
-  const std::vector<std::int64_t> kGpuTokens = gpu_tokens();
+  const std::vector<std::int64_t> gpu_nnz = gpu_tokens();
   std::vector<Shape> v;
   v.push_back(gqa("gpt-oss-120b-tp8", 8, 1, 64, 64));
   v.push_back(gqa("gpt-oss-120b-tp1", 64, 8, 64, 64));
@@ -66,7 +66,7 @@ std::vector<Shape> build_shapes() {
   }
   for (Shape& s : v) {
     s.host_nnz = kHostTokens;
-    s.gpu_nnz = kGpuTokens;
+    s.gpu_nnz = gpu_nnz;
   }
   // The one host prefill-32768 run: the shape of the host target.
   v[2].host_nnz.push_back(32768);
@@ -89,7 +89,7 @@ std::vector<Shape> build_shapes() {
   for (Shape s : {hnd, ps64, kv, generic}) {
     s.canonical = false;
     s.host_nnz = kHostVariantTokens;
-    s.gpu_nnz = kGpuTokens;
+    s.gpu_nnz = gpu_nnz;
     v.push_back(s);
   }
   return v;

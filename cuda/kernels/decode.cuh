@@ -242,9 +242,9 @@ __device__ __forceinline__ auto index_view(const DecodeParams& p) {
   }
 }
 
-// The layout of a decode kernel: by part for page tables (kIndexTable32) and
-// shapes without non-rotary parts; packed for the others, which measured
-// faster so (perf/RESULTS.md).
+// The layout of a decode kernel: warp-uniform for page tables (kIndexTable32),
+// by part for shapes without non-rotary parts, by role for the others where
+// the vendor layer takes it (kDecodeByRole); packed otherwise (perf/RESULTS.md).
 template <int kForm, int kN>
 constexpr bool kDecodeByPart = kForm == kIndexTable32 && (kN == 0 || kDecodeByRole);
 
@@ -287,8 +287,9 @@ __device__ __forceinline__ UnitRef role_unit_ref(const VecGeometry& g, std::uint
   return r;
 }
 
-// Unit w of token t: the packed layout's unit w (P = kAnyPart), or unit w of
-// part P (by-part layout); beyond the token's (or part's) units, nothing.
+// Unit w of token t: the packed layout's unit w (P = kAnyPart), unit w of
+// part P (by-part layout) or of role P (kQueryRole, kCacheRole: by-role
+// layout); beyond the token's (or part's, or role's) units, nothing.
 // kStyle >= 0: the lean body of that RopeStyle, which returns false, having
 // stored nothing, where a device scale needs IEEE division; -1: the general
 // body (always true).
@@ -425,6 +426,7 @@ __global__ void __launch_bounds__(kVecBlock, kMinBlocks) fused_decode_kernel(con
         decode_body<In, Out, Cos, kR, kN, kDv, kForm, kCacheRole>(p, (wi - p.warp_k) * 32 + lane,
                                                                   t);
     } else {
+      static_assert(kDv > 0, "by part: shapes with a value part");
       if (wi < p.warp_k)
         decode_body<In, Out, Cos, kR, kN, kDv, kForm, kRotQ>(p, wi * 32 + lane, t);
       else if (wi < p.warp_v)
