@@ -1,11 +1,13 @@
-// Programmatic dependent launch with indices_ready_before_previous_kernel:
-// a producer kernel writes q, k and v just before the call, lets its
-// dependents launch at once and writes only after a delay, so a call that
-// read q, k or v before waiting for it would see the stale rows. Indices,
-// positions, cos/sin and device scales are ready before the producer starts
-// (the opt-in's contract). Both addressing forms, decode and large launches,
-// in stream order and captured into a graph replayed with new data; every
-// result is compared bit for bit with the host backend.
+// Programmatic dependent launch, with and without
+// indices_ready_before_previous_kernel: a producer kernel writes q, k and v
+// just before the call, lets its dependents launch at once and writes only
+// after a delay, so a call that read q, k or v before waiting for it would
+// see the stale rows. Indices, positions, cos/sin and device scales are ready
+// before the producer starts (the opt-in's contract). Both addressing forms,
+// decode launches (the kernel's trigger at its start and after its wait),
+// mid-size and large ones, in stream order and captured into a graph
+// replayed with new data; every result is compared bit for bit with the host
+// backend.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -97,7 +99,8 @@ struct Ptrs {
       *scales;
 };
 
-Arguments make_args(const PdlProblem& pb, const Ptrs& b, bool page_table, bool device_scales) {
+Arguments make_args(const PdlProblem& pb, const Ptrs& b, bool page_table, bool device_scales,
+                    bool early = true) {
   Arguments a;
   set_inputs(a, fused_qkv_views(b.qkv, DType::kBFloat16, pb.nnz, pb.hq, pb.hk, pb.d, pb.r));
   set_query_output(a, split_heads(b.q_out, DType::kFloat8E4M3FN, pb.nnz, pb.hq, pb.d, pb.r));
@@ -120,7 +123,7 @@ Arguments make_args(const PdlProblem& pb, const Ptrs& b, bool page_table, bool d
   a.k_scale = device_scales ? Scale::on_device(s + 1) : Scale::host(pb.scales[1]);
   a.v_scale = device_scales ? Scale::on_device(s + 2) : Scale::host(pb.scales[2]);
   a.programmatic_dependent_launch = true;
-  a.indices_ready_before_previous_kernel = true;
+  a.indices_ready_before_previous_kernel = early;
   return a;
 }
 
@@ -223,28 +226,33 @@ void expect_identical(const Outputs& got, const Outputs& want, const char* what)
   EXPECT_TRUE(got.v == want.v) << what << ": V cache differs from the host backend";
 }
 
-// Producer then call, in stream order, for both addressing forms, a decode
-// batch (the decode kernel), a mid-size one (the decode kernel over more than
-// one wave) and a large one (the vector kernels).
-TEST(CudaPdl, EarlyIndicesSeeTheProducersInputs) {
+// Producer then call, in stream order, for both addressing forms, with and
+// without early indices, a decode batch of fewer tokens than
+// kLateTriggerToken and one of more (without early indices, the decode
+// kernel lets the next grid launch at its blocks' start and after their
+// wait), a mid-size one (the decode kernel over more than one wave) and a
+// large one (the vector kernels).
+TEST(CudaPdl, CallsSeeTheProducersInputs) {
   SKIP_WITHOUT_SM90();
   for (std::int64_t nnz :
        {std::int64_t(7), std::int64_t(200), std::int64_t(2000), std::int64_t(20000)}) {
-    for (bool page_table : {false, true}) {
+    for (int c = 0; c < 4; ++c) {
+      const bool page_table = c & 1, early = c & 2;
       PdlProblem pb(nnz, unsigned(nnz) + (page_table ? 1u : 0u));
       DevicePdl dp(pb);
       dp.reset();
       cudaStream_t s;
       CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-      Arguments a = make_args(pb, dp.b, page_table, nnz != 200);
+      Arguments a = make_args(pb, dp.b, page_table, nnz != 200, early);
       a.stream = s;
       CUDA_OK(dp.produce(s));
       const Result r = run(a, Backend::kCuda);
       ASSERT_TRUE(r.ok()) << r.message;
       CUDA_OK(cudaStreamSynchronize(s));
       CUDA_OK(cudaGetLastError());
-      const std::string what =
-          "nnz " + std::to_string(nnz) + (page_table ? " page table" : " slots");
+      const std::string what = "nnz " + std::to_string(nnz) +
+                               (page_table ? " page table" : " slots") +
+                               (early ? ", early indices" : ", PDL alone");
       expect_identical(dp.download(), host_reference(pb, page_table), what.c_str());
       cudaStreamDestroy(s);
     }

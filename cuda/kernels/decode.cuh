@@ -59,6 +59,17 @@ constexpr bool kDecodeFewBlocks = kR > 0 && kDecodeMinBlocks<kR, kN> == kDecodeM
 // Without early_indices the kernel waits for the previous grid (PDL) before
 // step 1; with it, steps 1 and 2 but the input loads happen before the wait,
 // the input loads and the stores after it.
+// PDL's trigger: the blocks of a launch's first kLateTriggerToken tokens let
+// the next grid launch at their start, the others once past the wait (with
+// early indices, once they have read that flag). A grid lets the next one
+// in when all its blocks have, so a launch of up to kLateTriggerToken tokens
+// does at its start and a larger one once past the wait: there the next
+// grid's blocks, let in at the start, held this one's back (perf/RESULTS.md:
+// 0.71-0.89 at 64-256 tokens, and PDL at most 0.80 of no PDL where the grid
+// fills the device, against up to 1.037). The start's test reads no
+// parameter: one held the trigger up by a constant-bank line miss (up to
+// 3.6% slower at 1-8 tokens).
+constexpr std::int64_t kLateTriggerToken = 32;
 
 // One row part's parameters (kRotQ .. kValue), 64 bytes: one line of the
 // constant cache, so a warp's part costs it one line, fetched by the first
@@ -300,6 +311,7 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
   using S = ShapeOf<kR, kN, kDv>;
   const VecGeometry g = p.geometry();
   if (!p.early_indices) dependency_wait();
+  if (t >= kLateTriggerToken) dependents_launch();
   // 1. The token's index entries (the head of the chain), then the unit's
   //    part, input address and scale, which do not depend on them.
   // (The index view is made at each use: a copy held across the unit's
@@ -410,12 +422,12 @@ __global__ void __launch_bounds__(kVecBlock, kMinBlocks) fused_decode_kernel(con
   if constexpr (!kDecodeByPart<kForm, kN>) {  // packed
     const std::uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
     const std::int64_t t = blockIdx.y;
-    dependents_launch();
+    if (t < kLateTriggerToken) dependents_launch();
     decode_body<In, Out, Cos, kR, kN, kDv, kForm, kAnyPart>(p, u, t);
   } else {  // by role or by part: the warp's role or part (uniform), the thread's unit in it
     static_assert(kR > 0, "the warp-uniform layouts: specialised shapes");
     const std::int64_t t = blockIdx.y;
-    dependents_launch();
+    if (t < kLateTriggerToken) dependents_launch();
     const std::uint32_t wi = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // of the token
     const std::uint32_t lane = threadIdx.x % 32;
     // (The last block's warps past the token's: no unit.)
