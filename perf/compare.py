@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Side-by-side table of several perf-suite runs (Google Benchmark JSON) of the
 same rows, e.g. an old and a new binary, or a measurement build, run in one
-device call: us per call of each, and each run's ratio to the first.
+device call: us per call of each, and each run's ratio to the first; then the
+ratios' median and range over all rows and by group (the row's kind without
+its -hot and -pt suffixes, and its token count).
 
     python3 perf/compare.py old=a.json new=b.json [more=c.json ...]
 """
 import json
+import re
 import sys
 
 
@@ -47,7 +50,24 @@ def main(argv):
         if q:
             print(f"{label}/{runs[0][0]}: median {q[len(q) // 2]:.3f}, "
                   f"min {q[0]:.3f}, max {q[-1]:.3f} over {len(q)} rows")
+    groups = {}
+    for k, n in enumerate(names):
+        groups.setdefault(group(n), []).append(k)
+    if len(groups) > 1:
+        for i, (label, _) in enumerate(runs[1:]):
+            print(f"{label}/{runs[0][0]} by group:")
+            for key in sorted(groups, key=lambda g: (g[0], g[1])):
+                q = sorted(ratios[i][k] for k in groups[key])
+                print(f"  {key[0]:<24} nnz {key[1]:>6}: median {q[len(q) // 2]:.3f}, "
+                      f"min {q[0]:.3f}, max {q[-1]:.3f} over {len(q)} rows")
     return 0
+
+
+def group(name):
+    """(kind without -hot and -pt, token count) of a row name."""
+    kind = re.sub(r"-(hot|pt)(?=-|$)", "", name.split("/")[0])
+    m = re.search(r"/nnz:(\d+)", name)
+    return kind, int(m.group(1)) if m else -1
 
 
 if __name__ == "__main__":
