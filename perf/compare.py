@@ -46,21 +46,25 @@ def main(argv):
             line += f" {q:>12.3f}"
         print(line)
     for i, (label, _) in enumerate(runs[1:]):
-        q = sorted(ratios[i])
-        if q:
-            print(f"{label}/{runs[0][0]}: median {q[len(q) // 2]:.3f}, "
-                  f"min {q[0]:.3f}, max {q[-1]:.3f} over {len(q)} rows")
+        if ratios[i]:
+            print(f"{label}/{runs[0][0]}: {spread(ratios[i])}")
     groups = {}
     for k, n in enumerate(names):
         groups.setdefault(group(n), []).append(k)
     if len(groups) > 1:
         for i, (label, _) in enumerate(runs[1:]):
             print(f"{label}/{runs[0][0]} by group:")
-            for key in sorted(groups, key=lambda g: (g[0], g[1])):
-                q = sorted(ratios[i][k] for k in groups[key])
-                print(f"  {key[0]:<24} nnz {key[1]:>6}: median {q[len(q) // 2]:.3f}, "
-                      f"min {q[0]:.3f}, max {q[-1]:.3f} over {len(q)} rows")
+            for key in sorted(groups):
+                print(f"  {key[0]:<24} nnz {key[1]:>6}: "
+                      f"{spread([ratios[i][k] for k in groups[key]])}")
     return 0
+
+
+def spread(ratios):
+    """Median, min and max of non-empty ratios, as printed."""
+    q = sorted(ratios)
+    return (f"median {q[len(q) // 2]:.3f}, min {q[0]:.3f}, max {q[-1]:.3f} "
+            f"over {len(q)} rows")
 
 
 def group(name):
