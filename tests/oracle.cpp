@@ -280,4 +280,21 @@ std::int64_t step_distance(DType dtype, std::uint32_t a, std::uint32_t b) {
   return d < 0 ? -d : d;
 }
 
+// ------------------------------------------------------------- public: test inputs
+
+void fill_rope_table(float* table, std::int64_t max_pos, std::int64_t r) {
+  for (std::int64_t p = 0; p < max_pos; ++p)
+    for (std::int64_t i = 0; i < r / 2; ++i) {
+      const double theta = double(p) * std::pow(10000.0, -2.0 * double(i) / double(r));
+      table[p * r + i] = float(std::cos(theta));
+      table[p * r + r / 2 + i] = float(std::sin(theta));
+    }
+}
+
+std::vector<float> rope_table(std::int64_t max_pos, std::int64_t r) {
+  std::vector<float> t(std::size_t(max_pos * r));
+  fill_rope_table(t.data(), max_pos, r);
+  return t;
+}
+
 }  // namespace ropekv_oracle

@@ -94,4 +94,11 @@ struct Reference {
 // (inputs, index arrays, device scales) is host memory. Only inputs are read.
 Reference reference(const ropekv::Arguments& args);
 
+// ------------------------------------------------------------- test inputs
+// The usual RoPE cos/sin table (base 10000), fp32 [max_pos, r] row-major:
+// row p holds cos(p * theta_i) for i < r / 2, then sin(p * theta_i), with
+// theta_i = 10000^(-2i / r), each computed in double and rounded once.
+void fill_rope_table(float* table, std::int64_t max_pos, std::int64_t r);
+std::vector<float> rope_table(std::int64_t max_pos, std::int64_t r);
+
 }  // namespace ropekv_oracle

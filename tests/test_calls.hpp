@@ -4,7 +4,6 @@
 // the host concurrency test.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -161,12 +160,7 @@ inline ropekv::Arguments gqa_call(Buffers& b, const Gqa& g, const std::vector<st
   a.k_cache_nope = c.k_nope;
   a.v_cache = c.v;
   float* cs = reinterpret_cast<float*>(b.add("cos_sin", std::size_t(g.max_pos * g.r * 4), false));
-  for (std::int64_t p = 0; p < g.max_pos; ++p)
-    for (std::int64_t i = 0; i < g.r / 2; ++i) {
-      const double theta = double(p) * std::pow(10000.0, -2.0 * double(i) / double(g.r));
-      cs[p * g.r + i] = float(std::cos(theta));
-      cs[p * g.r + g.r / 2 + i] = float(std::sin(theta));
-    }
+  ropekv_oracle::fill_rope_table(cs, g.max_pos, g.r);
   const std::int64_t cs_ext[2] = {g.max_pos, g.r};
   a.cos_sin_cache = ropekv::make_contiguous(cs, DType::kFloat32, 2, cs_ext);
   std::int64_t* pos =

@@ -11,13 +11,13 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
 
+#include "oracle.hpp"
 #include "ropekv/ropekv.hpp"
 
 namespace {
@@ -60,13 +60,7 @@ struct PdlProblem {
     std::mt19937 rng(seed);
     qkv.resize(std::size_t(nnz * row()));
     refill(seed);
-    cos_sin.resize(std::size_t(max_pos * r));
-    for (std::int64_t p = 0; p < max_pos; ++p)
-      for (std::int64_t i = 0; i < r / 2; ++i) {
-        const double f = std::pow(10000.0, -2.0 * double(i) / double(r));
-        cos_sin[std::size_t(p * r + i)] = float(std::cos(double(p) * f));
-        cos_sin[std::size_t(p * r + r / 2 + i)] = float(std::sin(double(p) * f));
-      }
+    cos_sin = ropekv_oracle::rope_table(max_pos, r);
     std::vector<std::int64_t> all(std::size_t(pages * ps));
     std::iota(all.begin(), all.end(), 0);
     std::shuffle(all.begin(), all.end(), rng);

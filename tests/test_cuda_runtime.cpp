@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "cuda_capture.hpp"
+#include "oracle.hpp"
 #include "ropekv/ropekv.hpp"
 
 namespace ropekv_test {  // tests/test_cuda_launcher.cu
@@ -64,13 +64,7 @@ struct Problem {
     std::uniform_real_distribution<float> u(-3.f, 3.f);
     qkv.resize(std::size_t(nnz * row()));
     for (auto& x : qkv) x = bf16(u(rng));
-    cos_sin.resize(std::size_t(max_pos * r));
-    for (std::int64_t p = 0; p < max_pos; ++p)
-      for (std::int64_t i = 0; i < r / 2; ++i) {
-        const double f = std::pow(10000.0, -2.0 * double(i) / double(r));
-        cos_sin[std::size_t(p * r + i)] = float(std::cos(double(p) * f));
-        cos_sin[std::size_t(p * r + r / 2 + i)] = float(std::sin(double(p) * f));
-      }
+    cos_sin = ropekv_oracle::rope_table(max_pos, r);
     pos.resize(std::size_t(nnz));
     slot.resize(std::size_t(nnz));
     pages = std::max(pages, (nnz + ps - 1) / ps);  // a distinct slot for every token

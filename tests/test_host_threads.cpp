@@ -6,7 +6,6 @@
 // path, with padding tokens, saturating values and NaN inputs.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "host/threads.hpp"
+#include "oracle.hpp"
 #include "ropekv/ropekv.hpp"
 
 namespace {
@@ -52,13 +52,7 @@ class Problem {
       qkv_[i] = to_half_bits(v, c.in);
       if (i % 1999 == 0) qkv_[i] = c.in == DType::kBFloat16 ? 0xffc1u : 0xfe01u;  // -NaN
     }
-    cos_sin_.resize(std::size_t(kMaxPos * c.r));
-    for (std::int64_t p = 0; p < kMaxPos; ++p)
-      for (std::int64_t i = 0; i < c.r / 2; ++i) {
-        const double f = std::pow(10000.0, -2.0 * double(i) / double(c.r));
-        cos_sin_[std::size_t(p * c.r + i)] = float(std::cos(double(p) * f));
-        cos_sin_[std::size_t(p * c.r + c.r / 2 + i)] = float(std::sin(double(p) * f));
-      }
+    cos_sin_ = ropekv_oracle::rope_table(kMaxPos, c.r);
     positions_.resize(std::size_t(nnz));
     slots_.resize(std::size_t(nnz));
     const std::int64_t slots_total = pages() * kPageSize;

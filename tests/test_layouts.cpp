@@ -58,15 +58,8 @@ void fill_bf16(Bytes& b, std::uint32_t seed) {
   }
 }
 
-// fp32 [max_pos, R] table: cos then sin of p * theta_i.
 void fill_cos_sin(Bytes& b, std::int64_t max_pos, std::int64_t r) {
-  float* cs = b.as<float>();
-  for (std::int64_t p = 0; p < max_pos; ++p)
-    for (std::int64_t i = 0; i < r / 2; ++i) {
-      const double th = double(p) * std::pow(10000.0, -2.0 * double(i) / double(r));
-      cs[p * r + i] = float(std::cos(th));
-      cs[p * r + r / 2 + i] = float(std::sin(th));
-    }
+  ropekv_oracle::fill_rope_table(b.as<float>(), max_pos, r);
 }
 
 void expect_view(const TensorView& v, const void* data, DType dtype,

@@ -20,7 +20,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -29,6 +28,7 @@
 #include <vector>
 
 #include "baseline_call.hpp"
+#include "oracle.hpp"
 #include "ropekv/ropekv.hpp"
 
 namespace ropekv_test {
@@ -189,13 +189,7 @@ class Validate : public ::testing::Test {
     };
     auto* qkv = reinterpret_cast<std::uint16_t*>(qkv_.data());
     for (std::int64_t i = 0; i < kNnz * kQkvRow; ++i) qkv[i] = to_bf16(next());
-    auto* cs = reinterpret_cast<float*>(cos_.data());
-    for (std::int64_t p = 0; p < kMaxPos; ++p)
-      for (std::int64_t i = 0; i < kR / 2; ++i) {
-        const double theta = static_cast<double>(p) * std::pow(10000.0, -2.0 * i / kR);
-        cs[p * kR + i] = static_cast<float>(std::cos(theta));
-        cs[p * kR + kR / 2 + i] = static_cast<float>(std::sin(theta));
-      }
+    ropekv_oracle::fill_rope_table(reinterpret_cast<float*>(cos_.data()), kMaxPos, kR);
     std::memcpy(positions_.data(), kPositions, sizeof kPositions);
     std::memcpy(slots_.data(), kSlots, sizeof kSlots);
     std::memcpy(kv_indices_.data(), kKvIndices, sizeof kKvIndices);
