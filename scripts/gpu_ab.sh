@@ -4,7 +4,8 @@
 # every configuration meets the same machine state; then perf/compare.py's
 # side-by-side table of their medians. A configuration is LABEL=SPEC where
 # SPEC is BUILD, BUILD@T or tune:T: BUILD a folder holding perf/ropekv_perf
-# and lib/ (default build/gpu/cuda; an older build carried beside it), T a
+# and lib/ (default build/gpu/cuda; an older build carried beside it, which
+# may leave lib/ out and use build/gpu/cuda's), T a
 # ROPEKV_PERF_TUNING value (cuda/launcher.hpp, Tuning).
 # Usage: bash scripts/gpu_ab.sh OUTDIR FILTER ROUNDS LABEL=SPEC [LABEL=SPEC ...]
 set -uo pipefail
@@ -24,7 +25,9 @@ for r in $(seq 1 "$rounds"); do
       *@*) build=${spec%%@*} tune=${spec#*@} ;;
       *) build=$spec ;;
     esac
-    ROPEKV_PERF_TUNING=$tune LD_LIBRARY_PATH="$PWD/$build/lib" "$build/perf/ropekv_perf" \
+    lib=$build/lib
+    [ -d "$lib" ] || lib=build/gpu/cuda/lib  # a carried build without its own copy
+    ROPEKV_PERF_TUNING=$tune LD_LIBRARY_PATH="$PWD/$lib" "$build/perf/ropekv_perf" \
       --benchmark_filter="$filter" --benchmark_out="$out/$label.$r.json" \
       --benchmark_out_format=json >/dev/null 2>"$out/$label.$r.err" || rc=1
     grep -E 'ceiling' "$out/$label.$r.err" | sed "s/^/$label round $r: /"
