@@ -183,22 +183,21 @@ FloorParams floor_params(const ropekv::Arguments& a, const Shape& s) {
   return f;
 }
 
-// The math floor: the move floor with the op's arithmetic. Block (x, t),
-// thread i takes unit u = x * blockDim.x + i of token t's rows (the data
-// floor's units); a rotary unit loads its cos/sin values of row 0 before the
-// PDL wait (as the early-index path may); after it the unit's two input
-// vectors (half a row apart within the token's units, as the op's loads),
-// rotation, scale step and conversion by the library's element math (the
-// lean body's form), and two 8-byte stores into a contiguous output. No
-// index, no page look-up: what the arithmetic adds to moving the bytes.
-__global__ void math_floor_kernel(const float* cos_sin, const DataFloorParams d, int rotary,
-                                  const ropekv::detail::ScaleDivisor div, uint2* out,
-                                  std::int64_t nnz) {
+// The math floor: the move floor with the op's arithmetic. A thread takes
+// unit u of token t's rows (the data floor's units); a rotary unit loads its
+// cos/sin values of row 0 before the PDL wait (as the early-index path may);
+// after it the unit's two input vectors (half a row apart within the token's
+// units, as the op's loads), rotation, scale step and conversion by the
+// library's element math (the lean body's form), and two 8-byte stores into a
+// contiguous output. No index, no page look-up: what the arithmetic adds to
+// moving the bytes. Two grids: block (x, t), thread i takes u = x *
+// blockDim.x + i (math_floor_kernel), or thread x of a 1D grid takes unit x
+// of the tokens' units back to back, no idle lanes (math_floor_flat_kernel).
+__device__ __forceinline__ void math_floor_unit(const float* cos_sin, const DataFloorParams& d,
+                                                int rotary, const ropekv::detail::ScaleDivisor& div,
+                                                uint2* out, std::int64_t nnz, int u,
+                                                std::int64_t t) {
   namespace gpu = ropekv::detail::gpu;
-  gpu::dependents_launch();
-  const int u = int(blockIdx.x * blockDim.x + threadIdx.x);
-  const std::int64_t t = blockIdx.y;
-  if (u >= d.units) return;
   const FloorUnit r = floor_unit(d, u);
   float cv[8] = {}, sv[8] = {};
   if (r.rotary)
@@ -214,6 +213,33 @@ __global__ void math_floor_kernel(const float* cos_sin, const DataFloorParams d,
   const std::int64_t i = t * d.units + u;
   __stcs(out + i, lo);
   __stcs(out + nnz * d.units + i, hi);
+}
+__global__ void math_floor_kernel(const float* cos_sin, const DataFloorParams d, int rotary,
+                                  const ropekv::detail::ScaleDivisor div, uint2* out,
+                                  std::int64_t nnz) {
+  ropekv::detail::gpu::dependents_launch();
+  const int u = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (u >= d.units) return;
+  math_floor_unit(cos_sin, d, rotary, div, out, nnz, u, blockIdx.y);
+}
+// Token x / units as (x * m) >> s: exact for x < 2^31 with k = ceil(log2
+// units), m = ceil(2^(31 + k) / units) < 2^32, s = 31 + k (flat_divisor).
+struct FlatDivisor {
+  std::uint32_t m, s;
+};
+FlatDivisor flat_divisor(std::uint32_t units) {
+  std::uint32_t k = 0;
+  while ((std::uint64_t(1) << k) < units) ++k;
+  return {std::uint32_t(((std::uint64_t(1) << (31 + k)) + units - 1) / units), 31 + k};
+}
+__global__ void math_floor_flat_kernel(const float* cos_sin, const DataFloorParams d, int rotary,
+                                       const ropekv::detail::ScaleDivisor div, uint2* out,
+                                       std::int64_t nnz, const FlatDivisor q) {
+  ropekv::detail::gpu::dependents_launch();
+  const std::uint32_t x = blockIdx.x * blockDim.x + threadIdx.x;
+  const std::uint32_t t = std::uint32_t((std::uint64_t(x) * q.m) >> q.s);
+  if (t >= nnz) return;
+  math_floor_unit(cos_sin, d, rotary, div, out, nnz, int(x - t * std::uint32_t(d.units)), t);
 }
 
 ropekv::Result launch_result(const char* what) { return error_result(what, cudaGetLastError()); }
@@ -267,13 +293,21 @@ ropekv::Result launch_math_floor(const ropekv::Arguments& a, DeviceProblem& dp, 
                                         dp.copy_bytes * std::size_t(set));
   std::int64_t nnz = a.q_rope.extent[0];
   const unsigned block = unsigned(c.block > 0 ? c.block : 128);
+  FlatDivisor q = flat_divisor(std::uint32_t(d.units));
   void* args[] = {&cos_sin, const_cast<DataFloorParams*>(&d),
                   &rotary,  const_cast<ropekv::detail::ScaleDivisor*>(&div),
-                  &out,     &nnz};
+                  &out,     &nnz,
+                  &q};
+  // (The flat grid's unit index fits 31 bits for every perf-suite size.)
+  const std::uint64_t flat_units = std::uint64_t(nnz) * std::uint64_t(d.units);
   const cudaError_t e =
-      ropekv::detail::gpu::launch(reinterpret_cast<const void*>(&math_floor_kernel),
-                                  dim3((unsigned(d.units) + block - 1) / block, unsigned(nnz)),
-                                  dim3(block), 0, stream, c.pdl, args);
+      c.flat ? ropekv::detail::gpu::launch(reinterpret_cast<const void*>(&math_floor_flat_kernel),
+                                           dim3(unsigned((flat_units + block - 1) / block)),
+                                           dim3(block), 0, stream, c.pdl, args)
+             : ropekv::detail::gpu::launch(
+                   reinterpret_cast<const void*>(&math_floor_kernel),
+                   dim3((unsigned(d.units) + block - 1) / block, unsigned(nnz)), dim3(block), 0,
+                   stream, c.pdl, args);
   const cudaError_t last = cudaGetLastError();  // (cleared either way)
   return error_result("math floor kernel", e != cudaSuccess ? e : last);
 }

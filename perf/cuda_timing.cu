@@ -412,7 +412,9 @@ std::string case_name(const GpuCase& c) {
     case GpuKind::kDataFloor: n += "-datafloor"; break;
     case GpuKind::kCopy: n += "-copy"; break;
     case GpuKind::kMove: n += "-move"; break;
-    case GpuKind::kMathFloor: n += "-mathfloor-b" + std::to_string(c.block); break;
+    case GpuKind::kMathFloor:
+      n += std::string(c.flat ? "-mathfloor-flatb" : "-mathfloor-b") + std::to_string(c.block);
+      break;
     case GpuKind::kCpuRun: n += "-cpu-run"; break;
     case GpuKind::kCpuBareLaunch: n += "-cpu-launch"; break;
   }

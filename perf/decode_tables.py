@@ -7,7 +7,7 @@ Usage: python3 perf/decode_tables.py results/perf.json
    the dependent-load chain, the data floor (that chain moving every byte of
    the op, no arithmetic), a copy of the op's bytes (slot mapping's), the move
    floor (a kernel moving the q, k, v bytes) and the math floor (the same with
-   the op's arithmetic; the best of its block sizes), without and with PDL, and the fused op, rotated and hot, without PDL, with PDL and with PDL + early indices;
+   the op's arithmetic; the best of its grids and block sizes), without and with PDL, and the fused op, rotated and hot, without PDL, with PDL and with PDL + early indices;
    ratio to the floor.
 2. PDL on / off at every token count (slot mapping, rotated buffers).
 3. Larger batches (nnz >= 1024, rotated): slot mapping's time, bandwidth, % of
@@ -37,8 +37,9 @@ def us(rows, name):
 
 
 def best(rows, kind, suffix, shape, n):
-    """The fastest of a floor's rows over its block sizes (kind-bN + suffix)."""
-    t = [us(rows, f"{kind}-b{b}{suffix}/{shape}/nnz:{n}") for b in (64, 128, 256)]
+    """The fastest of a floor's rows over its grids and block sizes (kind-[flat]bN + suffix)."""
+    t = [us(rows, f"{kind}-{g}b{b}{suffix}/{shape}/nnz:{n}")
+         for g in ("", "flat") for b in (64, 128, 256)]
     t = [x for x in t if x is not None]
     return min(t) if t else None
 

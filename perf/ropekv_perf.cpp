@@ -90,7 +90,7 @@ void print_help() {
       "x_floor = fused time / floor time (same addressing, hot or rotated).\n"
       "cuda-move / cuda-mathfloor (decode sizes with and without PDL, larger sizes\n"
       "rotated without): a kernel moving the q, k, v bytes, and the same with the\n"
-      "op's arithmetic.\n"
+      "op's arithmetic (-bN: blocks of N threads a token; -flatbN: one 1D grid).\n"
       "ROPEKV_PERF_TUNING='decode=-1|1,pdl_trigger=-1|1,bulk=1,rows=1,decode_warps=-1|N'\n"
       "overrides the launcher's rules for measurements (cuda/launcher.hpp);\n"
       "ROPEKV_PERF_GPU_NNZ='512,2048' replaces the GPU rows' token counts.\n"
@@ -398,6 +398,10 @@ void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
           c.block = block;
           register_cuda(s, nnz, c);
         }
+        GpuCase flat = mk(GpuKind::kMathFloor, false, hot, pdl, false);
+        flat.block = 128;
+        flat.flat = true;
+        register_cuda(s, nnz, flat);
       }
     for (bool pt : {false, true})
       for (bool hot : {false, true}) {
@@ -421,6 +425,8 @@ void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
       for (int block : {128, 256}) {
         GpuCase c = mk(GpuKind::kMathFloor, false, false, false, false);
         c.block = block;
+        register_cuda(s, nnz, c);
+        c.flat = true;
         register_cuda(s, nnz, c);
       }
       register_cuda(s, nnz, mk(GpuKind::kFused, false, false, true, true));
