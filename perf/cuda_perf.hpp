@@ -57,7 +57,7 @@ struct GpuCase {
   bool pdl = false;    // programmatic dependent launch
   bool early = false;  // with pdl: indices_ready_before_previous_kernel
   int block = 0;       // kMathFloor: threads a block (a row per size; the floor is their best)
-  bool flat = false;   // kMathFloor: one 1D grid over every token's units (else a row of blocks a token)
+  bool flat = false;   // kMathFloor: one 1D grid over all tokens' units (else blocks a token)
 };
 // The row's backend name:
 // cuda[-unfused|-floor|-datafloor|-copy|-move|-mathfloor-[flat]bN|-cpu-run|-cpu-launch]
