@@ -27,10 +27,12 @@ for r in $(seq 1 "$rounds"); do
     esac
     lib=$build/lib
     [ -d "$lib" ] || lib=build/gpu/cuda/lib  # a carried build without its own copy
+    start=$SECONDS
     ROPEKV_PERF_TUNING=$tune LD_LIBRARY_PATH="$PWD/$lib" "$build/perf/ropekv_perf" \
       --benchmark_filter="$filter" --benchmark_out="$out/$label.$r.json" \
       --benchmark_out_format=json >/dev/null 2>"$out/$label.$r.err" || rc=1
     grep -E 'ceiling' "$out/$label.$r.err" | sed "s/^/$label round $r: /"
+    echo "$label round $r: $((SECONDS - start)) s"  # to size the next call's rounds
   done
 done
 # The median of the rounds per configuration, then the table.
