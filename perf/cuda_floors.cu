@@ -293,21 +293,22 @@ ropekv::Result launch_math_floor(const ropekv::Arguments& a, DeviceProblem& dp, 
                                         dp.copy_bytes * std::size_t(set));
   std::int64_t nnz = a.q_rope.extent[0];
   const unsigned block = unsigned(c.block > 0 ? c.block : 128);
-  FlatDivisor q = flat_divisor(std::uint32_t(d.units));
+  FlatDivisor q = flat_divisor(std::uint32_t(d.units));  // the flat kernel's seventh parameter
   void* args[] = {&cos_sin, const_cast<DataFloorParams*>(&d),
                   &rotary,  const_cast<ropekv::detail::ScaleDivisor*>(&div),
                   &out,     &nnz,
                   &q};
-  // (The flat grid's unit index fits 31 bits for every perf-suite size.)
+  // The flat grid: one thread a unit, its index (and the quotient's bound) under 2^31.
   const std::uint64_t flat_units = std::uint64_t(nnz) * std::uint64_t(d.units);
+  if (c.flat && flat_units + block > (std::uint64_t(1) << 31))
+    return error_result("math floor kernel (flat grid: more than 2^31 units)",
+                        cudaErrorInvalidConfiguration);
+  const void* kernel = c.flat ? reinterpret_cast<const void*>(&math_floor_flat_kernel)
+                              : reinterpret_cast<const void*>(&math_floor_kernel);
+  const dim3 grid = c.flat ? dim3(unsigned((flat_units + block - 1) / block))
+                           : dim3((unsigned(d.units) + block - 1) / block, unsigned(nnz));
   const cudaError_t e =
-      c.flat ? ropekv::detail::gpu::launch(reinterpret_cast<const void*>(&math_floor_flat_kernel),
-                                           dim3(unsigned((flat_units + block - 1) / block)),
-                                           dim3(block), 0, stream, c.pdl, args)
-             : ropekv::detail::gpu::launch(
-                   reinterpret_cast<const void*>(&math_floor_kernel),
-                   dim3((unsigned(d.units) + block - 1) / block, unsigned(nnz)), dim3(block), 0,
-                   stream, c.pdl, args);
+      ropekv::detail::gpu::launch(kernel, grid, dim3(block), 0, stream, c.pdl, args);
   const cudaError_t last = cudaGetLastError();  // (cleared either way)
   return error_result("math floor kernel", e != cudaSuccess ? e : last);
 }
