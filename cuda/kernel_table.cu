@@ -14,9 +14,9 @@ namespace detail {
 namespace gpu {
 namespace {
 
-// The decode kernel's index form for p: one of the two common forms where p
-// is one, else kIndexAny.
-int decode_form(const LaunchParams& p) {
+// The index form for p of the kernels specialised on it (decode, rows): one
+// of the two common forms where p is one, else kIndexAny.
+int index_form(const LaunchParams& p) {
   if (p.checked || p.page_shift < 0) return kIndexAny;
   if (p.addressing == Addressing::kSlotMapping)
     return p.slot_mapping.i64 && p.positions.i64 ? kIndexSlot64 : kIndexAny;
@@ -36,8 +36,19 @@ const void* vec_kernel(const LaunchParams& p, bool* by_part) {
   }
   if constexpr (F == VecFamily::kRows || F == VecFamily::kRowsOneRound) {
     constexpr bool kOne = F == VecFamily::kRowsOneRound;
-    if constexpr (kRowsKernel && kR > 0 && !(kOne && (kN > 0 || kDv == 0)))
-      return reinterpret_cast<const void*>(&fused_vec_rows_kernel<In, Out, Cos, kR, kN, kDv, kOne>);
+    if constexpr (kRowsKernel && kR > 0 && !(kOne && (kN > 0 || kDv == 0))) {
+      switch (index_form(p)) {
+        case kIndexSlot64:
+          return reinterpret_cast<const void*>(
+              &fused_vec_rows_kernel<In, Out, Cos, kR, kN, kDv, kOne, kIndexSlot64>);
+        case kIndexTable32:
+          return reinterpret_cast<const void*>(
+              &fused_vec_rows_kernel<In, Out, Cos, kR, kN, kDv, kOne, kIndexTable32>);
+        default:
+          return reinterpret_cast<const void*>(
+              &fused_vec_rows_kernel<In, Out, Cos, kR, kN, kDv, kOne, kIndexAny>);
+      }
+    }
     return nullptr;
   }
   if constexpr (F == VecFamily::kBulk) {
@@ -50,7 +61,7 @@ const void* vec_kernel(const LaunchParams& p, bool* by_part) {
   } else if constexpr (F == VecFamily::kDecode || F == VecFamily::kDecodeFew) {
     constexpr int kB = F == VecFamily::kDecodeFew ? kDecodeFewMinBlocks : kDecodeMinBlocks<kR, kN>;
     if constexpr (kR > 0) {
-      switch (decode_form(p)) {
+      switch (index_form(p)) {
         case kIndexSlot64:
           return reinterpret_cast<const void*>(
               &fused_decode_kernel<In, Out, Cos, kR, kN, kDv, kIndexSlot64, kB>);

@@ -411,6 +411,60 @@ TEST(CudaRuntime, RowsKernelMatchesHost) {
   ropekv_test::set_rows_tuning(0);
 }
 
+// The rows kernel in each index form it is specialised on: int64 slot
+// mapping, an int32 page table (every token its own one-page sequence), and
+// the run-time form (checked mode, either addressing); each must write what
+// the host backend writes for the same slots.
+TEST(CudaRuntime, RowsKernelIndexForms) {
+  SKIP_WITHOUT_CUDA();
+  const OverrideShape shapes[] = {{3000, 32, 8, 128, 128, 0, 0.2},
+                                  {4000, 8, 1, 64, 64, 0, 0.1},
+                                  {2500, 32, 8, 128, 64, 0, 0.3}};
+  unsigned seed = 171;
+  ropekv_test::set_rows_tuning(1);
+  for (const OverrideShape& sh : shapes) {
+    Problem pb(sh.nnz, sh.hq, sh.hk, sh.d, sh.r, sh.token_pad, seed++);
+    pb.pages = (sh.nnz + pb.ps - 1) / pb.ps + 3;
+    pb.reindex(seed++, sh.pad);
+    const Outputs want = host_reference(pb);
+    // The page table of the same slots, and int32 positions.
+    const std::size_t n = std::size_t(pb.nnz);
+    std::vector<std::int32_t> table(5 * n + 1);  // batch, kv_pos, pos, indices [n]; indptr [n + 1]
+    for (std::size_t t = 0; t < n; ++t) {
+      const std::int64_t slot = pb.slot[t];
+      table[t] = slot < 0 ? -1 : std::int32_t(t);
+      table[n + t] = std::int32_t(slot < 0 ? 0 : slot % pb.ps);
+      table[2 * n + t] = std::int32_t(pb.pos[t]);
+      table[3 * n + t] = std::int32_t(slot < 0 ? 0 : slot / pb.ps);
+    }
+    for (std::size_t t = 0; t <= n; ++t) table[4 * n + t] = std::int32_t(t);
+    void* dev_table = nullptr;
+    ASSERT_EQ(cudaMalloc(&dev_table, table.size() * 4), cudaSuccess);
+    cudaMemcpy(dev_table, table.data(), table.size() * 4, cudaMemcpyHostToDevice);
+    std::int32_t* d = static_cast<std::int32_t*>(dev_table);
+    for (int form = 0; form < 4; ++form) {
+      const bool page_table = form >= 2, checked = (form & 1) != 0;
+      DeviceProblem dp(pb);
+      Arguments a = make_args(pb, dp.b, (seed & 1) != 0);
+      if (page_table) {
+        a.positions = make_vector(d + 2 * n, DType::kInt32, pb.nnz);
+        a.cache_index =
+            page_table_index(d + 3 * n, DType::kInt32, pb.nnz, d + 4 * n, DType::kInt32, pb.nnz + 1,
+                             d, DType::kInt32, d + n, DType::kInt32, pb.nnz);
+      }
+      a.checked.enabled = checked;
+      const std::string what = std::string(page_table ? "int32 page table" : "int64 slots") +
+                               (checked ? ", checked" : "") + ", nnz " + std::to_string(sh.nnz);
+      EXPECT_EQ(ropekv_test::launch_path(a), "rows") << what;
+      const Result r = run(a, Backend::kCuda);
+      ASSERT_TRUE(r.ok()) << what << ": " << r.message;
+      expect_identical(dp.download(nullptr), want, what.c_str());
+    }
+    cudaFree(dev_table);
+  }
+  ropekv_test::set_rows_tuning(0);
+}
+
 // Mid-size batches in the decode kernel over more than one wave of its
 // blocks (on the H200: llama-3.1-8b's shape about 350 tokens a wave, gpt-oss
 // TP8's about 2100, R 32 of D 96 about 1300), with padding, host and
