@@ -1,5 +1,7 @@
 // The kernel table (cuda/kernel_table.hpp): every kernel's instantiation, by
 // path family, dtypes and shape. One source for CUDA and HIP.
+#include <type_traits>
+
 #include "cuda/kernel_table.hpp"
 #include "cuda/kernels/decode.cuh"
 #include "cuda/kernels/generic.cuh"
@@ -24,6 +26,15 @@ int index_form(const LaunchParams& p) {
                      !p.kv_indices.i64 && !p.positions.i64;
   return all32 ? kIndexTable32 : kIndexAny;
 }
+// f(std::integral_constant<int, form>{}) for p's index form.
+template <class F>
+const void* by_index_form(const LaunchParams& p, F&& f) {
+  switch (index_form(p)) {
+    case kIndexSlot64: return f(std::integral_constant<int, kIndexSlot64>{});
+    case kIndexTable32: return f(std::integral_constant<int, kIndexTable32>{});
+    default: return f(std::integral_constant<int, kIndexAny>{});
+  }
+}
 
 // Family F's kernel for a (dtypes, shape).
 template <VecFamily F, DType In, DType Out, DType Cos, int kR, int kN, int kDv>
@@ -37,17 +48,10 @@ const void* vec_kernel(const LaunchParams& p, bool* by_part) {
   if constexpr (F == VecFamily::kRows || F == VecFamily::kRowsOneRound) {
     constexpr bool kOne = F == VecFamily::kRowsOneRound;
     if constexpr (kRowsKernel && kR > 0 && !(kOne && (kN > 0 || kDv == 0))) {
-      switch (index_form(p)) {
-        case kIndexSlot64:
-          return reinterpret_cast<const void*>(
-              &fused_vec_rows_kernel<In, Out, Cos, kR, kN, kDv, kOne, kIndexSlot64>);
-        case kIndexTable32:
-          return reinterpret_cast<const void*>(
-              &fused_vec_rows_kernel<In, Out, Cos, kR, kN, kDv, kOne, kIndexTable32>);
-        default:
-          return reinterpret_cast<const void*>(
-              &fused_vec_rows_kernel<In, Out, Cos, kR, kN, kDv, kOne, kIndexAny>);
-      }
+      return by_index_form(p, [](auto form) {
+        return reinterpret_cast<const void*>(
+            &fused_vec_rows_kernel<In, Out, Cos, kR, kN, kDv, kOne, decltype(form)::value>);
+      });
     }
     return nullptr;
   }
@@ -61,16 +65,12 @@ const void* vec_kernel(const LaunchParams& p, bool* by_part) {
   } else if constexpr (F == VecFamily::kDecode || F == VecFamily::kDecodeFew) {
     constexpr int kB = F == VecFamily::kDecodeFew ? kDecodeFewMinBlocks : kDecodeMinBlocks<kR, kN>;
     if constexpr (kR > 0) {
-      switch (index_form(p)) {
-        case kIndexSlot64:
-          return reinterpret_cast<const void*>(
-              &fused_decode_kernel<In, Out, Cos, kR, kN, kDv, kIndexSlot64, kB>);
-        case kIndexTable32:
-          *by_part = kDecodeByPart<kIndexTable32, kN>;
-          return reinterpret_cast<const void*>(
-              &fused_decode_kernel<In, Out, Cos, kR, kN, kDv, kIndexTable32, kB>);
-        default: break;
-      }
+      return by_index_form(p, [&](auto form) {
+        constexpr int kForm = decltype(form)::value;
+        *by_part = kDecodeByPart<kForm, kN>;
+        return reinterpret_cast<const void*>(
+            &fused_decode_kernel<In, Out, Cos, kR, kN, kDv, kForm, kB>);
+      });
     }
     return reinterpret_cast<const void*>(
         &fused_decode_kernel<In, Out, Cos, kR, kN, kDv, kIndexAny, kB>);
