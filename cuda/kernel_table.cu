@@ -60,6 +60,14 @@ const void* vec_kernel(const LaunchParams& p, bool* by_part) {
       return reinterpret_cast<const void*>(&fused_vec_bulk_kernel<In, Out, Cos, kR, kN, kDv>);
     return nullptr;
   }
+  if constexpr (F == VecFamily::kDecodeFlat) {
+    if constexpr (kR > 0 && !kDecodeByPart<kIndexSlot64, kN>) {
+      if (index_form(p) == kIndexSlot64)
+        return reinterpret_cast<const void*>(
+            &fused_decode_flat_kernel<In, Out, Cos, kR, kN, kDv, kIndexSlot64>);
+    }
+    return nullptr;
+  }
   if constexpr (F == VecFamily::kDecodeFew && !kDecodeFewBlocks<kR, kN>) {
     return nullptr;
   } else if constexpr (F == VecFamily::kDecode || F == VecFamily::kDecodeFew) {
@@ -128,6 +136,7 @@ const void* pick_vec(VecFamily f, const LaunchParams& p, bool* by_part) {
     case VecFamily::kRowsOneRound: return pick_family<VecFamily::kRowsOneRound>(p, by_part);
     case VecFamily::kDecode: return pick_family<VecFamily::kDecode>(p, by_part);
     case VecFamily::kDecodeFew: return pick_family<VecFamily::kDecodeFew>(p, by_part);
+    case VecFamily::kDecodeFlat: return pick_family<VecFamily::kDecodeFlat>(p, by_part);
   }
   return nullptr;
 }

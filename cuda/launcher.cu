@@ -215,6 +215,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   l.smem = 0;
   l.geometry = VecGeometry{};
   l.decode_by_part = false;
+  l.decode_flat = false;
   if (!vector_eligible(p)) {
     l.path = Path::kGeneric;
     l.kernel = reinterpret_cast<const void*>(pick_generic(p));
@@ -227,7 +228,13 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   // Decode: the one-unit-per-thread grid, where it is resident at once and
   // beyond, while it beats the vector kernels (kDecodeTokensPerSm,
   // kDecodeFewWaves).
-  if (tune.decode >= 0 && p.nnz <= 65535 && decode_fits(p, g)) {
+  // Flat (tune.decode >= 2): the packed layout's units over a 1D grid of
+  // blocks of 128 threads (x = token * units + unit < 2^31, nnz < 2^24).
+  const void* flat = tune.decode >= 2 && p.nnz < (std::int64_t(1) << 24) &&
+                             std::uint64_t(p.nnz) * g.units + 128 < (std::uint64_t(1) << 31)
+                         ? pick_vec(VecFamily::kDecodeFlat, p)
+                         : nullptr;
+  if (tune.decode >= 0 && (p.nnz <= 65535 || flat != nullptr) && decode_fits(p, g)) {
     bool by_part = false;
     const void* kernel = pick_vec(VecFamily::kDecode, p, &by_part);
     const void* few = pick_vec(VecFamily::kDecodeFew, p);  // a 48-register kernel's twin
@@ -265,7 +272,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
     const bool decode_wins =
         blocks <= wave || nnz <= kDecodeTokensPerSm * sm ||
         (nnz <= kDecodeFewWavesTokensPerSm * sm && blocks <= kDecodeFewWaves * wave);
-    if (per_sm > 0 && (tune.decode > 0 || decode_wins)) {
+    if (per_sm > 0 && ((tune.decode > 0 && tune.decode != 3) || decode_wins)) {
       // A 48-register kernel's 64-register twin where its grid fits at once
       // too: slightly faster there (perf/RESULTS.md).
       if (few != nullptr) {
@@ -279,6 +286,12 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       l.grid = dim3(d.chunks, unsigned(p.nnz));
       l.block = dim3(d.block);
       l.geometry = g;
+      if (flat != nullptr) {
+        l.kernel = flat;
+        l.decode_flat = true;
+        l.block = dim3(128);
+        l.grid = dim3(unsigned((std::uint64_t(p.nnz) * g.units + 127) / 128));
+      }
       return;
     }
   }
@@ -419,7 +432,7 @@ void fill_call(const LaunchParams& p, PreparedLaunch& l, bool shape) {
   l.pdl = p.pdl;
   l.params = &p;
   if (l.path != Path::kDecode) return;
-  if (shape) fill_decode_shape(p, l.geometry, l.decode_by_part, l.decode);
+  if (shape) fill_decode_shape(p, l.geometry, l.decode_by_part, l.decode_flat, l.decode);
   fill_decode_data(p, l.decode);
 }
 

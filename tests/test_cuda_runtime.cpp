@@ -19,7 +19,8 @@
 
 namespace ropekv_test {  // tests/test_cuda_launcher.cu
 void set_bulk_tuning(bool on);
-void set_rows_tuning(int rows);  // 1: wherever it can, 0: the rule, -1: never
+void set_rows_tuning(int rows);      // 1: wherever it can, 0: the rule, -1: never
+void set_decode_tuning(int decode);  // Tuning::decode (2: the flat decode layout wherever it can)
 std::string launch_path(const ropekv::Arguments& a);
 }  // namespace ropekv_test
 
@@ -463,6 +464,22 @@ TEST(CudaRuntime, RowsKernelIndexForms) {
     cudaFree(dev_table);
   }
   ropekv_test::set_rows_tuning(0);
+}
+
+// The decode kernel's flat layout (a measurement override: the tokens' units
+// back to back over a 1D grid, blocks spanning tokens; the specialised shapes
+// with int64 slot mapping): one token to more than a 2D grid's 65535,
+// padding, host and device scales.
+TEST(CudaRuntime, DecodeFlatLayoutMatchesHost) {
+  SKIP_WITHOUT_CUDA();
+  const OverrideShape shapes[] = {{1, 8, 1, 64, 64, 0, 0.0},      {7, 32, 8, 128, 128, 0, 0.3},
+                                  {300, 64, 8, 64, 64, 0, 0.1},   {5000, 32, 8, 128, 128, 0, 0.2},
+                                  {3000, 32, 8, 128, 64, 0, 0.1}, {70000, 8, 1, 64, 64, 0, 0.2},
+                                  {333, 12, 4, 64, 64, 0, 0.2}};
+  unsigned seed = 191;
+  ropekv_test::set_decode_tuning(2);
+  for (const OverrideShape& sh : shapes) expect_path_matches_host(sh, seed, "decode-flat");
+  ropekv_test::set_decode_tuning(0);
 }
 
 // Mid-size batches in the decode kernel over more than one wave of its
