@@ -61,10 +61,16 @@ const void* vec_kernel(const LaunchParams& p, bool* by_part) {
     return nullptr;
   }
   if constexpr (F == VecFamily::kDecodeFlat) {
-    if constexpr (kR > 0 && !kDecodeByPart<kIndexSlot64, kN>) {
-      if (index_form(p) == kIndexSlot64)
-        return reinterpret_cast<const void*>(
-            &fused_decode_flat_kernel<In, Out, Cos, kR, kN, kDv, kIndexSlot64>);
+    if constexpr (kR > 0) {
+      return by_index_form(p, [](auto form) -> const void* {
+        constexpr int kForm = decltype(form)::value;
+        if constexpr (kForm == kIndexAny) {
+          return nullptr;
+        } else {
+          return reinterpret_cast<const void*>(
+              &fused_decode_flat_kernel<In, Out, Cos, kR, kN, kDv, kForm>);
+        }
+      });
     }
     return nullptr;
   }

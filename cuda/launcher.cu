@@ -289,6 +289,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       if (flat != nullptr) {
         l.kernel = flat;
         l.decode_flat = true;
+        l.decode_by_part = false;  // packed
         l.block = dim3(128);
         l.grid = dim3(unsigned((std::uint64_t(p.nnz) * g.units + 127) / 128));
       }

@@ -419,13 +419,13 @@ __global__ void __launch_bounds__(kVecBlock, kMinBlocks) fused_decode_kernel(con
 
 // The packed layout over a 1D grid (a measurement, Tuning::decode >= 2):
 // thread x takes unit x % units of token x / units, so a block's threads
-// span tokens (no idle lanes past a token's last unit). The quotient is
+// span tokens (no idle lanes past a token's last unit); every index form's
+// units are packed (the page-table form's query units look pages up too). The quotient is
 // (x * warp_k) >> (warp_v & 0xff), exact for x < 2^31, and warp_v >> 8 is
 // the token count (fill_decode_shape, flat). 64 registers (MLA's 48 spill).
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm>
 __global__ void __launch_bounds__(kVecBlock, kDecodeFewMinBlocks)
     fused_decode_flat_kernel(const DecodeParams p) {
-  static_assert(!kDecodeByPart<kForm, kN>, "the packed layout");
   const std::uint32_t x = blockIdx.x * blockDim.x + threadIdx.x;
   const std::uint32_t t = std::uint32_t((std::uint64_t(x) * p.warp_k) >> (p.warp_v & 0xffu));
   if (t >= (p.warp_v >> 8)) return;
