@@ -20,6 +20,7 @@
 //    the decision reads (prepare_launch).
 // The tuning overrides are process-wide (measurements only). Tested by
 // tests/test_cuda_multidevice.cu.
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -229,11 +230,13 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   // beyond, while it beats the vector kernels (kDecodeTokensPerSm,
   // kDecodeFewWaves).
   // Flat (tune.decode >= 2): the packed layout's units over a 1D grid of
-  // blocks of 128 threads (x = token * units + unit < 2^31, nnz < 2^24).
-  const void* flat = tune.decode >= 2 && p.nnz < (std::int64_t(1) << 24) &&
-                             std::uint64_t(p.nnz) * g.units + 128 < (std::uint64_t(1) << 31)
-                         ? pick_vec(VecFamily::kDecodeFlat, p)
-                         : nullptr;
+  // blocks of 128 threads, or of decode_warps warps up to kVecBlock threads
+  // (x = token * units + unit < 2^31, nnz < 2^24).
+  const void* flat =
+      tune.decode >= 2 && p.nnz < (std::int64_t(1) << 24) &&
+              std::uint64_t(p.nnz) * g.units + unsigned(kVecBlock) < (std::uint64_t(1) << 31)
+          ? pick_vec(VecFamily::kDecodeFlat, p)
+          : nullptr;
   if (tune.decode >= 0 && (p.nnz <= 65535 || flat != nullptr) && decode_fits(p, g)) {
     bool by_part = false;
     const void* kernel = pick_vec(VecFamily::kDecode, p, &by_part);
@@ -290,8 +293,11 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
         l.kernel = flat;
         l.decode_flat = true;
         l.decode_by_part = false;  // packed
-        l.block = dim3(128);
-        l.grid = dim3(unsigned((std::uint64_t(p.nnz) * g.units + 127) / 128));
+        const unsigned block = tune.decode_warps > 0 ? 32u * std::min(unsigned(tune.decode_warps),
+                                                                      unsigned(kVecBlock) / 32)
+                                                     : 128u;
+        l.block = dim3(block);
+        l.grid = dim3(unsigned((std::uint64_t(p.nnz) * g.units + block - 1) / block));
       }
       return;
     }
