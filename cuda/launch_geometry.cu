@@ -209,7 +209,8 @@ bool decode_fits(const LaunchParams& p, const VecGeometry& g) {
   return true;
 }
 
-void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, bool by_part, DecodeParams& d) {
+void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, bool by_part, bool flat,
+                       DecodeParams& d) {
   d.units = g.units;
   d.rot_units = g.rot_units;
   d.q_nope_end = g.q_nope_end;
@@ -226,6 +227,16 @@ void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, bool by_part
   const DecodeLayout layout = decode_layout(g, std::uint32_t(p.num_q_heads), by_part);
   d.warp_k = layout.warp_begin[kRotK];
   d.warp_v = layout.warp_begin[kValue];
+  if (flat) {
+    // Thread x's token x / units as (x * m) >> s, exact for x < 2^31: k =
+    // ceil(log2 units), m = ceil(2^(31+k) / units) < 2^32, s = 31 + k; the
+    // token count beside s (decode_flat's bound: nnz < 2^24).
+    const std::uint64_t units = g.units;
+    std::uint32_t k = 0;
+    while ((std::uint64_t(1) << k) < units) ++k;
+    d.warp_k = std::uint32_t(((std::uint64_t(1) << (31 + k)) + units - 1) / units);
+    d.warp_v = (std::uint32_t(p.nnz) << 8) | (31 + k);
+  }
   const IndexArray* arrays[6] = {&p.slot_mapping, &p.positions, &p.batch_indices,
                                  &p.kv_positions, &p.kv_indptr, &p.kv_indices};
   for (int i = 0; i < 6; ++i) d.i64[i] = arrays[i]->i64;

@@ -51,7 +51,8 @@ bool decode_fits(const LaunchParams& p, const VecGeometry& g);
 // The decode kernel's view of p (see DecodeParams), every field written in
 // place, in two parts as lowering has them (core/src/lower.cpp): the shape
 // (host scales become divisors here, once per decision) and the step's data.
-void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, bool by_part, DecodeParams& d);
+void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, bool by_part, bool flat,
+                       DecodeParams& d);
 void fill_decode_data(const LaunchParams& p, DecodeParams& d);
 
 constexpr std::uint32_t kBulkSlotMax = 32 * 1024;  // bytes of a bulk ring slot (default)

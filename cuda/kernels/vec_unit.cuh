@@ -370,6 +370,54 @@ __device__ __forceinline__ void vec_finish(const LaunchParams& p, const VecGeome
   store_unit(it.dst, part_half<kR, kN, kDv>(g, it.part), it.sub, lo, hi);
 }
 
+// ------------------------------------------------------------- index forms
+// The index forms a kernel may be specialised on: any (read from the launch
+// parameters at run time), or one of the two common forms fixed at compile
+// time, so that a token's index resolution is a few instructions: slot
+// mapping with int64 slots and positions (vLLM), and a page table with int32
+// arrays and positions (FlashInfer, SGLang); both unchecked, with a
+// power-of-two page size.
+enum : int { kIndexAny = 0, kIndexSlot64 = 1, kIndexTable32 = 2 };
+
+// The members load_token_indices, plan_begin and finish_plan read, in a
+// fixed form: index arrays of fixed widths, no checks.
+template <int kForm>
+struct FixedIndex {
+  static constexpr Addressing addressing =
+      kForm == kIndexSlot64 ? Addressing::kSlotMapping : Addressing::kPageTable;
+  static constexpr bool checked = false;
+  static constexpr std::int64_t batch_size = 0, num_kv_indices = 0, num_pages = 0, max_pos = 0;
+  FixedIndexArray<true> slot_mapping;
+  FixedIndexArray<false> batch_indices;
+  FixedIndexArray<false> kv_positions;
+  FixedIndexArray<kForm == kIndexSlot64> positions;
+  FixedIndexArray<false> kv_indptr;
+  FixedIndexArray<false> kv_indices;
+  int page_shift;
+};
+// A fixed form's page size is a power of two: (page, entry) by shift and
+// mask (the overload finish_plan finds for FixedIndex).
+template <int kForm>
+__device__ __forceinline__ PageEntry page_of(const FixedIndex<kForm>& p, std::int64_t slot) {
+  PageEntry pe;
+  pe.page = slot >> p.page_shift;
+  pe.entry = slot & ((std::int64_t(1) << p.page_shift) - 1);
+  return pe;
+}
+// The index resolution's view of the launch parameters in form kForm: p
+// itself (the run-time form), or its arrays in a fixed form (made at each
+// use, so that they stay kernel parameters rather than registers).
+template <int kForm>
+__device__ __forceinline__ decltype(auto) index_view(const LaunchParams& p) {
+  if constexpr (kForm == kIndexAny) {
+    return (p);
+  } else {
+    return FixedIndex<kForm>{{p.slot_mapping.data}, {p.batch_indices.data}, {p.kv_positions.data},
+                             {p.positions.data},    {p.kv_indptr.data},     {p.kv_indices.data},
+                             p.page_shift};
+  }
+}
+
 }  // namespace gpu
 }  // namespace detail
 }  // namespace ropekv
