@@ -245,23 +245,20 @@ __device__ __forceinline__ UnitRef role_unit_ref(const VecGeometry& g, std::uint
                                                  std::uint32_t w) {
   using S = ShapeOf<kR, kN, kDv>;
   constexpr bool kQuery = P == kQueryRole;
-  const std::uint32_t rs = S::rot_sub(g), ns = S::nope_sub(g) > 0 ? S::nope_sub(g) : 1u;
-  const std::uint32_t vs = S::v_sub(g) > 0 ? S::v_sub(g) : 1u;
+  const std::uint32_t rs = S::rot_sub(g), ns = unit_divisor(S::nope_sub(g));
+  const std::uint32_t vs = unit_divisor(S::v_sub(g));
   const std::uint32_t rope = kQuery ? hq * rs : g.rot_units - hq * rs;
   const std::uint32_t nope = kQuery ? g.q_nope_end - g.rot_units : g.k_nope_end - g.q_nope_end;
   UnitRef r;
   if (w < rope) {
     r.part = kQuery ? kRotQ : kRotK;
-    r.head = w / rs;
-    r.sub = w - r.head * rs;
+    split_unit(w, rs, r);
   } else if (kQuery || w < rope + nope) {
     r.part = kQuery ? kNopeQ : kNopeK;
-    r.head = (w - rope) / ns;
-    r.sub = w - rope - r.head * ns;
+    split_unit(w - rope, ns, r);
   } else {  // (never reached for MLA)
     r.part = kValue;
-    r.head = (w - rope - nope) / vs;
-    r.sub = w - rope - nope - r.head * vs;
+    split_unit(w - rope - nope, vs, r);
   }
   return r;
 }
@@ -299,10 +296,8 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
   } else if constexpr (kRole) {
     r = role_unit_ref<kR, kN, kDv, P>(g, p.num_q_heads, w);
   } else {
-    const std::uint32_t subs = part_half<kR, kN, kDv>(g, P) / 8;  // units a row
     r.part = P;
-    r.head = w / subs;
-    r.sub = w - r.head * subs;
+    split_unit(w, part_half<kR, kN, kDv>(g, P) / 8, r);
   }
   // The part's fields, each read where it is used (P: at compile time).
   const std::uint32_t pi = P == kAnyPart || kRole ? r.part : P;

@@ -169,6 +169,15 @@ constexpr int kParts = 5;
 struct UnitRef {
   std::uint32_t part, head, sub;
 };
+// Sets r's head (row) and unit within the row for unit x of a row part whose
+// rows hold n units each.
+__device__ __forceinline__ void split_unit(std::uint32_t x, std::uint32_t n, UnitRef& r) {
+  r.head = x / n;
+  r.sub = x - r.head * n;
+}
+// A part's units a row as a divisor: 1 for a part the shape lacks (whose
+// branch is never taken).
+__device__ __forceinline__ std::uint32_t unit_divisor(std::uint32_t n) { return n > 0 ? n : 1u; }
 template <int kR, int kN, int kDv>
 __device__ __forceinline__ UnitRef unit_ref(const VecGeometry& g, std::uint32_t num_q_heads,
                                             std::uint32_t u) {
@@ -177,23 +186,17 @@ __device__ __forceinline__ UnitRef unit_ref(const VecGeometry& g, std::uint32_t 
   // specialisations.
   UnitRef r;
   if (u < g.rot_units) {  // rotary rows: Hq query heads, then Hk key heads
-    const std::uint32_t row = u / S::rot_sub(g);
-    r.sub = u - row * S::rot_sub(g);
-    const bool q = row < num_q_heads;
+    split_unit(u, S::rot_sub(g), r);
+    const bool q = r.head < num_q_heads;
     r.part = q ? kRotQ : kRotK;
-    r.head = q ? row : row - num_q_heads;
+    r.head = q ? r.head : r.head - num_q_heads;
   } else if (u < g.k_nope_end) {  // (never reached when N == 0)
-    const std::uint32_t n = S::nope_sub(g) > 0 ? S::nope_sub(g) : 1u;
+    const std::uint32_t n = unit_divisor(S::nope_sub(g));
     const bool q = u < g.q_nope_end;
-    const std::uint32_t cu = u - (q ? g.rot_units : g.q_nope_end);
-    r.head = cu / n;
-    r.sub = cu - r.head * n;
+    split_unit(u - (q ? g.rot_units : g.q_nope_end), n, r);
     r.part = q ? kNopeQ : kNopeK;
   } else {  // (never reached for MLA)
-    const std::uint32_t n = S::v_sub(g) > 0 ? S::v_sub(g) : 1u;
-    const std::uint32_t cu = u - g.k_nope_end;
-    r.head = cu / n;
-    r.sub = cu - r.head * n;
+    split_unit(u - g.k_nope_end, unit_divisor(S::v_sub(g)), r);
     r.part = kValue;
   }
   return r;
