@@ -1,5 +1,7 @@
 // The kernel table (cuda/kernel_table.hpp): every kernel's instantiation, by
 // path family, dtypes and shape. One source for CUDA and HIP.
+#include <type_traits>
+
 #include "cuda/kernel_table.hpp"
 #include "cuda/kernels/decode.cuh"
 #include "cuda/kernels/generic.cuh"
@@ -14,15 +16,24 @@ namespace detail {
 namespace gpu {
 namespace {
 
-// The decode kernel's index form for p: one of the two common forms where p
-// is one, else kIndexAny.
-int decode_form(const LaunchParams& p) {
+// The index form for p of the kernels specialised on it (decode, rows): one
+// of the two common forms where p is one, else kIndexAny.
+int index_form(const LaunchParams& p) {
   if (p.checked || p.page_shift < 0) return kIndexAny;
   if (p.addressing == Addressing::kSlotMapping)
     return p.slot_mapping.i64 && p.positions.i64 ? kIndexSlot64 : kIndexAny;
   const bool all32 = !p.batch_indices.i64 && !p.kv_positions.i64 && !p.kv_indptr.i64 &&
                      !p.kv_indices.i64 && !p.positions.i64;
   return all32 ? kIndexTable32 : kIndexAny;
+}
+// f(std::integral_constant<int, form>{}) for p's index form.
+template <class F>
+const void* by_index_form(const LaunchParams& p, F&& f) {
+  switch (index_form(p)) {
+    case kIndexSlot64: return f(std::integral_constant<int, kIndexSlot64>{});
+    case kIndexTable32: return f(std::integral_constant<int, kIndexTable32>{});
+    default: return f(std::integral_constant<int, kIndexAny>{});
+  }
 }
 
 // Family F's kernel for a (dtypes, shape).
@@ -36,8 +47,12 @@ const void* vec_kernel(const LaunchParams& p, bool* by_part) {
   }
   if constexpr (F == VecFamily::kRows || F == VecFamily::kRowsOneRound) {
     constexpr bool kOne = F == VecFamily::kRowsOneRound;
-    if constexpr (kRowsKernel && kR > 0 && !(kOne && (kN > 0 || kDv == 0)))
-      return reinterpret_cast<const void*>(&fused_vec_rows_kernel<In, Out, Cos, kR, kN, kDv, kOne>);
+    if constexpr (kRowsKernel && kR > 0 && !(kOne && (kN > 0 || kDv == 0))) {
+      return by_index_form(p, [](auto form) {
+        return reinterpret_cast<const void*>(
+            &fused_vec_rows_kernel<In, Out, Cos, kR, kN, kDv, kOne, decltype(form)::value>);
+      });
+    }
     return nullptr;
   }
   if constexpr (F == VecFamily::kBulk) {
@@ -45,21 +60,31 @@ const void* vec_kernel(const LaunchParams& p, bool* by_part) {
       return reinterpret_cast<const void*>(&fused_vec_bulk_kernel<In, Out, Cos, kR, kN, kDv>);
     return nullptr;
   }
+  if constexpr (F == VecFamily::kDecodeFlat) {
+    if constexpr (kR > 0) {
+      return by_index_form(p, [](auto form) -> const void* {
+        constexpr int kForm = decltype(form)::value;
+        if constexpr (kForm == kIndexAny) {
+          return nullptr;
+        } else {
+          return reinterpret_cast<const void*>(
+              &fused_decode_flat_kernel<In, Out, Cos, kR, kN, kDv, kForm>);
+        }
+      });
+    }
+    return nullptr;
+  }
   if constexpr (F == VecFamily::kDecodeFew && !kDecodeFewBlocks<kR, kN>) {
     return nullptr;
   } else if constexpr (F == VecFamily::kDecode || F == VecFamily::kDecodeFew) {
     constexpr int kB = F == VecFamily::kDecodeFew ? kDecodeFewMinBlocks : kDecodeMinBlocks<kR, kN>;
     if constexpr (kR > 0) {
-      switch (decode_form(p)) {
-        case kIndexSlot64:
-          return reinterpret_cast<const void*>(
-              &fused_decode_kernel<In, Out, Cos, kR, kN, kDv, kIndexSlot64, kB>);
-        case kIndexTable32:
-          *by_part = kDecodeByPart<kIndexTable32, kN>;
-          return reinterpret_cast<const void*>(
-              &fused_decode_kernel<In, Out, Cos, kR, kN, kDv, kIndexTable32, kB>);
-        default: break;
-      }
+      return by_index_form(p, [&](auto form) {
+        constexpr int kForm = decltype(form)::value;
+        *by_part = kDecodeByPart<kForm, kN>;
+        return reinterpret_cast<const void*>(
+            &fused_decode_kernel<In, Out, Cos, kR, kN, kDv, kForm, kB>);
+      });
     }
     return reinterpret_cast<const void*>(
         &fused_decode_kernel<In, Out, Cos, kR, kN, kDv, kIndexAny, kB>);
@@ -117,6 +142,7 @@ const void* pick_vec(VecFamily f, const LaunchParams& p, bool* by_part) {
     case VecFamily::kRowsOneRound: return pick_family<VecFamily::kRowsOneRound>(p, by_part);
     case VecFamily::kDecode: return pick_family<VecFamily::kDecode>(p, by_part);
     case VecFamily::kDecodeFew: return pick_family<VecFamily::kDecodeFew>(p, by_part);
+    case VecFamily::kDecodeFlat: return pick_family<VecFamily::kDecodeFlat>(p, by_part);
   }
   return nullptr;
 }

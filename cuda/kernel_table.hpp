@@ -12,8 +12,18 @@ namespace gpu {
 // The vector paths' kernel families (cuda/kernels/). kRowsOneRound: the rows
 // kernel with every part of a token in one round (shapes without non-rotary
 // parts only). kDecodeFew: a decode kernel's 64-register twin
-// (kDecodeFewBlocks).
-enum class VecFamily { kDirect, kStaged, kBulk, kRows, kRowsOneRound, kDecode, kDecodeFew };
+// (kDecodeFewBlocks). kDecodeFlat: the decode kernel's packed layout over a
+// 1D grid (a measurement; the specialised shapes in the fixed index forms).
+enum class VecFamily {
+  kDirect,
+  kStaged,
+  kBulk,
+  kRows,
+  kRowsOneRound,
+  kDecode,
+  kDecodeFew,
+  kDecodeFlat
+};
 
 // Family f's kernel for p's dtypes and shape: the canonical shapes' own
 // specialisation (bf16/fp16 in, e4m3fn out, fp32 cos/sin; the decode kernels

@@ -209,7 +209,14 @@ bool decode_fits(const LaunchParams& p, const VecGeometry& g) {
   return true;
 }
 
-void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, bool by_part, DecodeParams& d) {
+FlatDivisor flat_divisor(std::uint32_t units) {
+  std::uint32_t k = 0;
+  while ((std::uint64_t(1) << k) < units) ++k;
+  return {std::uint32_t(((std::uint64_t(1) << (31 + k)) + units - 1) / units), 31 + k};
+}
+
+void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, bool by_part, bool flat,
+                       DecodeParams& d) {
   d.units = g.units;
   d.rot_units = g.rot_units;
   d.q_nope_end = g.q_nope_end;
@@ -226,6 +233,13 @@ void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, bool by_part
   const DecodeLayout layout = decode_layout(g, std::uint32_t(p.num_q_heads), by_part);
   d.warp_k = layout.warp_begin[kRotK];
   d.warp_v = layout.warp_begin[kValue];
+  if (flat) {
+    // Thread x's token (flat_divisor), the token count beside the shift
+    // (decode_flat's bound: nnz < 2^24).
+    const FlatDivisor q = flat_divisor(std::uint32_t(g.units));
+    d.warp_k = q.m;
+    d.warp_v = (std::uint32_t(p.nnz) << 8) | q.s;
+  }
   const IndexArray* arrays[6] = {&p.slot_mapping, &p.positions, &p.batch_indices,
                                  &p.kv_positions, &p.kv_indptr, &p.kv_indices};
   for (int i = 0; i < 6; ++i) d.i64[i] = arrays[i]->i64;

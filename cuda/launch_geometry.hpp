@@ -48,10 +48,18 @@ bool strides_fit32(const LaunchParams& p);
 // Whether the decode kernel can take p: its strides in 32 bits and a part's
 // units in 16 (DecodePart).
 bool decode_fits(const LaunchParams& p, const VecGeometry& g);
+// A 1D grid's token of thread x as (x * m) >> s, exact for x < 2^31: k =
+// ceil(log2 units), m = ceil(2^(31+k) / units) < 2^32, s = 31 + k (the flat
+// decode layout; the perf suite's flat math floor).
+struct FlatDivisor {
+  std::uint32_t m, s;
+};
+FlatDivisor flat_divisor(std::uint32_t units);
 // The decode kernel's view of p (see DecodeParams), every field written in
 // place, in two parts as lowering has them (core/src/lower.cpp): the shape
 // (host scales become divisors here, once per decision) and the step's data.
-void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, bool by_part, DecodeParams& d);
+void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, bool by_part, bool flat,
+                       DecodeParams& d);
 void fill_decode_data(const LaunchParams& p, DecodeParams& d);
 
 constexpr std::uint32_t kBulkSlotMax = 32 * 1024;  // bytes of a bulk ring slot (default)

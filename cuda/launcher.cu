@@ -20,6 +20,7 @@
 //    the decision reads (prepare_launch).
 // The tuning overrides are process-wide (measurements only). Tested by
 // tests/test_cuda_multidevice.cu.
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -215,6 +216,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   l.smem = 0;
   l.geometry = VecGeometry{};
   l.decode_by_part = false;
+  l.decode_flat = false;
   if (!vector_eligible(p)) {
     l.path = Path::kGeneric;
     l.kernel = reinterpret_cast<const void*>(pick_generic(p));
@@ -227,7 +229,15 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   // Decode: the one-unit-per-thread grid, where it is resident at once and
   // beyond, while it beats the vector kernels (kDecodeTokensPerSm,
   // kDecodeFewWaves).
-  if (tune.decode >= 0 && p.nnz <= 65535 && decode_fits(p, g)) {
+  // Flat (tune.decode >= 2): the packed layout's units over a 1D grid of
+  // blocks of 128 threads, or of decode_warps warps up to kVecBlock threads
+  // (x = token * units + unit < 2^31, nnz < 2^24).
+  const void* flat =
+      tune.decode >= 2 && p.nnz < (std::int64_t(1) << 24) &&
+              std::uint64_t(p.nnz) * g.units + unsigned(kVecBlock) < (std::uint64_t(1) << 31)
+          ? pick_vec(VecFamily::kDecodeFlat, p)
+          : nullptr;
+  if (tune.decode >= 0 && (p.nnz <= 65535 || flat != nullptr) && decode_fits(p, g)) {
     bool by_part = false;
     const void* kernel = pick_vec(VecFamily::kDecode, p, &by_part);
     const void* few = pick_vec(VecFamily::kDecodeFew, p);  // a 48-register kernel's twin
@@ -265,7 +275,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
     const bool decode_wins =
         blocks <= wave || nnz <= kDecodeTokensPerSm * sm ||
         (nnz <= kDecodeFewWavesTokensPerSm * sm && blocks <= kDecodeFewWaves * wave);
-    if (per_sm > 0 && (tune.decode > 0 || decode_wins)) {
+    if (per_sm > 0 && ((tune.decode > 0 && tune.decode != 3) || decode_wins)) {
       // A 48-register kernel's 64-register twin where its grid fits at once
       // too: slightly faster there (perf/RESULTS.md).
       if (few != nullptr) {
@@ -279,6 +289,16 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       l.grid = dim3(d.chunks, unsigned(p.nnz));
       l.block = dim3(d.block);
       l.geometry = g;
+      if (flat != nullptr) {
+        l.kernel = flat;
+        l.decode_flat = true;
+        l.decode_by_part = false;  // packed
+        const unsigned block = tune.decode_warps > 0 ? 32u * std::min(unsigned(tune.decode_warps),
+                                                                      unsigned(kVecBlock) / 32)
+                                                     : 128u;
+        l.block = dim3(block);
+        l.grid = dim3(unsigned((std::uint64_t(p.nnz) * g.units + block - 1) / block));
+      }
       return;
     }
   }
@@ -419,7 +439,7 @@ void fill_call(const LaunchParams& p, PreparedLaunch& l, bool shape) {
   l.pdl = p.pdl;
   l.params = &p;
   if (l.path != Path::kDecode) return;
-  if (shape) fill_decode_shape(p, l.geometry, l.decode_by_part, l.decode);
+  if (shape) fill_decode_shape(p, l.geometry, l.decode_by_part, l.decode_flat, l.decode);
   fill_decode_data(p, l.decode);
 }
 

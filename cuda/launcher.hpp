@@ -41,6 +41,7 @@ struct PreparedLaunch {
   const LaunchParams* params = nullptr;
   VecGeometry geometry = {};
   bool decode_by_part = false;  // the decode kernel's layout (see fused_decode_kernel)
+  bool decode_flat = false;     // packed layout over a 1D grid (Tuning::decode >= 2)
   DecodeParams decode;
   BulkPlan bulk;  // the bulk kernel's third argument
 };
@@ -57,7 +58,10 @@ Error launch_prepared(const PreparedLaunch& l) noexcept;
 // Overrides of the launcher's rules, for measurements only (the library
 // itself never sets them). 0 = the rule.
 struct Tuning {
-  int decode = 0;  // 1: the decode kernel wherever it can run; -1: never
+  // 1: the decode kernel wherever it can run; -1: never; 2: as 1, and its
+  // packed layout flat (the tokens' units back to back over a 1D grid);
+  // 3: the rule's choice, flat (measurements).
+  int decode = 0;
   int pdl_trigger =
       0;  // vector kernels under PDL: 1: let dependents launch at block start; -1: at exit
   // 1: the bulk kernel for every vector-path launch it takes (a measurement);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "cuda/launch_geometry.hpp"
 #include "cuda/launcher.hpp"
 #include "cuda_problem.hpp"
 
@@ -222,19 +223,9 @@ __global__ void math_floor_kernel(const float* cos_sin, const DataFloorParams d,
   if (u >= d.units) return;
   math_floor_unit(cos_sin, d, rotary, div, out, nnz, u, blockIdx.y);
 }
-// Token x / units as (x * m) >> s: exact for x < 2^31 with k = ceil(log2
-// units), m = ceil(2^(31 + k) / units) < 2^32, s = 31 + k (flat_divisor).
-struct FlatDivisor {
-  std::uint32_t m, s;
-};
-FlatDivisor flat_divisor(std::uint32_t units) {
-  std::uint32_t k = 0;
-  while ((std::uint64_t(1) << k) < units) ++k;
-  return {std::uint32_t(((std::uint64_t(1) << (31 + k)) + units - 1) / units), 31 + k};
-}
 __global__ void math_floor_flat_kernel(const float* cos_sin, const DataFloorParams d, int rotary,
                                        const ropekv::detail::ScaleDivisor div, uint2* out,
-                                       std::int64_t nnz, const FlatDivisor q) {
+                                       std::int64_t nnz, const ropekv::detail::gpu::FlatDivisor q) {
   ropekv::detail::gpu::dependents_launch();
   const std::uint32_t x = blockIdx.x * blockDim.x + threadIdx.x;
   const std::uint32_t t = std::uint32_t((std::uint64_t(x) * q.m) >> q.s);
@@ -293,7 +284,8 @@ ropekv::Result launch_math_floor(const ropekv::Arguments& a, DeviceProblem& dp, 
                                         dp.copy_bytes * std::size_t(set));
   std::int64_t nnz = a.q_rope.extent[0];
   const unsigned block = unsigned(c.block > 0 ? c.block : 128);
-  FlatDivisor q = flat_divisor(std::uint32_t(d.units));  // the flat kernel's seventh parameter
+  // The flat kernel's seventh parameter.
+  ropekv::detail::gpu::FlatDivisor q = ropekv::detail::gpu::flat_divisor(std::uint32_t(d.units));
   void* args[] = {&cos_sin, const_cast<DataFloorParams*>(&d),
                   &rotary,  const_cast<ropekv::detail::ScaleDivisor*>(&div),
                   &out,     &nnz,

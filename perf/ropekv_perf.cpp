@@ -91,7 +91,7 @@ void print_help() {
       "cuda-move / cuda-mathfloor (decode sizes with and without PDL, larger sizes\n"
       "rotated without): a kernel moving the q, k, v bytes, and the same with the\n"
       "op's arithmetic (-bN: blocks of N threads a token; -flatbN: one 1D grid).\n"
-      "ROPEKV_PERF_TUNING='decode=-1|1,pdl_trigger=-1|1,bulk=1,rows=1,decode_warps=-1|N'\n"
+      "ROPEKV_PERF_TUNING='decode=-1|1|2|3,pdl_trigger=-1|1,bulk=1,rows=1,decode_warps=-1|N'\n"
       "overrides the launcher's rules for measurements (cuda/launcher.hpp);\n"
       "ROPEKV_PERF_GPU_NNZ='512,2048' replaces the GPU rows' token counts.\n"
       "The ceilings are printed on stderr. Run only the GPU part with\n"

@@ -31,12 +31,17 @@ void set_rows_tuning(int rows) {
   t.rows = rows;
   ropekv::detail::gpu::set_tuning(t);
 }
+void set_decode_tuning(int decode) {
+  ropekv::detail::gpu::Tuning t;
+  t.decode = decode;
+  ropekv::detail::gpu::set_tuning(t);
+}
 std::string launch_path(const ropekv::Arguments& a) {
   ropekv::detail::LaunchParams p;
   ropekv::detail::gpu::PreparedLaunch l;
   if (!ropekv::detail::lower(a, &p).ok() || !ropekv::detail::gpu::prepare_launch(p, &l).ok())
     return "none";
-  return ropekv::detail::gpu::to_string(l.path);
+  return std::string(ropekv::detail::gpu::to_string(l.path)) + (l.decode_flat ? "-flat" : "");
 }
 }  // namespace ropekv_test
 

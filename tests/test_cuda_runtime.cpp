@@ -19,7 +19,8 @@
 
 namespace ropekv_test {  // tests/test_cuda_launcher.cu
 void set_bulk_tuning(bool on);
-void set_rows_tuning(int rows);  // 1: wherever it can, 0: the rule, -1: never
+void set_rows_tuning(int rows);      // 1: wherever it can, 0: the rule, -1: never
+void set_decode_tuning(int decode);  // Tuning::decode (2: the flat decode layout wherever it can)
 std::string launch_path(const ropekv::Arguments& a);
 }  // namespace ropekv_test
 
@@ -366,6 +367,13 @@ struct OverrideShape {
   std::int64_t nnz, hq, hk, d, r, token_pad;
   double pad;
 };
+// The override tests' first cases: the three specialised GQA shapes, one
+// token to thousands, padding.
+constexpr OverrideShape kCommonShapes[] = {{1, 8, 1, 64, 64, 0, 0.0},
+                                           {7, 32, 8, 128, 128, 0, 0.3},
+                                           {300, 64, 8, 64, 64, 0, 0.1},
+                                           {5000, 32, 8, 128, 128, 0, 0.2},
+                                           {3000, 32, 8, 128, 64, 0, 0.1}};
 void expect_path_matches_host(const OverrideShape& sh, unsigned& seed, const char* path) {
   Problem pb(sh.nnz, sh.hq, sh.hk, sh.d, sh.r, sh.token_pad, seed++);
   pb.pages = (sh.nnz + pb.ps - 1) / pb.ps + 3;
@@ -385,13 +393,12 @@ void expect_path_matches_host(const OverrideShape& sh, unsigned& seed, const cha
 // gap after them (token_pad: a copy per token instead of one per group).
 TEST(CudaRuntime, BulkKernelMatchesHost) {
   SKIP_WITHOUT_CUDA();
-  const OverrideShape shapes[] = {{1, 8, 1, 64, 64, 0, 0.0},      {7, 32, 8, 128, 128, 0, 0.3},
-                                  {300, 64, 8, 64, 64, 0, 0.1},   {5000, 32, 8, 128, 128, 0, 0.2},
-                                  {3000, 32, 8, 128, 64, 0, 0.1}, {2001, 16, 2, 96, 32, 0, 0.3},
-                                  {1500, 8, 1, 128, 128, 8, 0.5}, {4000, 8, 1, 64, 64, 0, 0.0}};
+  const OverrideShape more[] = {
+      {2001, 16, 2, 96, 32, 0, 0.3}, {1500, 8, 1, 128, 128, 8, 0.5}, {4000, 8, 1, 64, 64, 0, 0.0}};
   unsigned seed = 91;
   ropekv_test::set_bulk_tuning(true);
-  for (const OverrideShape& sh : shapes) expect_path_matches_host(sh, seed, "bulk");
+  for (const OverrideShape& sh : kCommonShapes) expect_path_matches_host(sh, seed, "bulk");
+  for (const OverrideShape& sh : more) expect_path_matches_host(sh, seed, "bulk");
   ropekv_test::set_bulk_tuning(false);
 }
 
@@ -400,15 +407,90 @@ TEST(CudaRuntime, BulkKernelMatchesHost) {
 // token to many (teams of 8 to 64 lanes), padding, host and device scales.
 TEST(CudaRuntime, RowsKernelMatchesHost) {
   SKIP_WITHOUT_CUDA();
-  const OverrideShape shapes[] = {{1, 8, 1, 64, 64, 0, 0.0},      {7, 32, 8, 128, 128, 0, 0.3},
-                                  {300, 64, 8, 64, 64, 0, 0.1},   {5000, 32, 8, 128, 128, 0, 0.2},
-                                  {3000, 32, 8, 128, 64, 0, 0.1}, {9, 8, 1, 128, 64, 0, 0.0},
-                                  {1500, 8, 1, 128, 128, 0, 0.5}, {4000, 8, 1, 64, 64, 0, 0.0},
-                                  {333, 12, 4, 64, 64, 0, 0.2}};
+  const OverrideShape more[] = {{9, 8, 1, 128, 64, 0, 0.0},
+                                {1500, 8, 1, 128, 128, 0, 0.5},
+                                {4000, 8, 1, 64, 64, 0, 0.0},
+                                {333, 12, 4, 64, 64, 0, 0.2}};
   unsigned seed = 131;
   ropekv_test::set_rows_tuning(1);
-  for (const OverrideShape& sh : shapes) expect_path_matches_host(sh, seed, "rows");
+  for (const OverrideShape& sh : kCommonShapes) expect_path_matches_host(sh, seed, "rows");
+  for (const OverrideShape& sh : more) expect_path_matches_host(sh, seed, "rows");
   ropekv_test::set_rows_tuning(0);
+}
+
+// Runs sh's problem in four index forms: int64 slots, the same checked (the
+// run-time form), an int32 page table of the same slots (every token its own
+// one-page sequence) and the same checked; each must take path paths[form]
+// and write what the host backend writes.
+void expect_forms_match_host(const OverrideShape& sh, unsigned& seed,
+                             const char* const (&paths)[4]) {
+  Problem pb(sh.nnz, sh.hq, sh.hk, sh.d, sh.r, sh.token_pad, seed++);
+  pb.pages = (sh.nnz + pb.ps - 1) / pb.ps + 3;
+  pb.reindex(seed++, sh.pad);
+  const Outputs want = host_reference(pb);
+  const std::size_t n = std::size_t(pb.nnz);
+  std::vector<std::int32_t> table(5 * n + 1);  // batch, kv_pos, pos, indices [n]; indptr [n + 1]
+  for (std::size_t t = 0; t < n; ++t) {
+    const std::int64_t slot = pb.slot[t];
+    table[t] = slot < 0 ? -1 : std::int32_t(t);
+    table[n + t] = std::int32_t(slot < 0 ? 0 : slot % pb.ps);
+    table[2 * n + t] = std::int32_t(pb.pos[t]);
+    table[3 * n + t] = std::int32_t(slot < 0 ? 0 : slot / pb.ps);
+  }
+  for (std::size_t t = 0; t <= n; ++t) table[4 * n + t] = std::int32_t(t);
+  void* dev_table = nullptr;
+  ASSERT_EQ(cudaMalloc(&dev_table, table.size() * 4), cudaSuccess);
+  cudaMemcpy(dev_table, table.data(), table.size() * 4, cudaMemcpyHostToDevice);
+  std::int32_t* d = static_cast<std::int32_t*>(dev_table);
+  for (int form = 0; form < 4; ++form) {
+    const bool page_table = form >= 2, checked = (form & 1) != 0;
+    DeviceProblem dp(pb);
+    Arguments a = make_args(pb, dp.b, (seed & 1) != 0);
+    if (page_table) {
+      a.positions = make_vector(d + 2 * n, DType::kInt32, pb.nnz);
+      a.cache_index = page_table_index(d + 3 * n, DType::kInt32, pb.nnz, d + 4 * n, DType::kInt32,
+                                       pb.nnz + 1, d, DType::kInt32, d + n, DType::kInt32, pb.nnz);
+    }
+    a.checked.enabled = checked;
+    const std::string what = std::string(page_table ? "int32 page table" : "int64 slots") +
+                             (checked ? ", checked" : "") + ", nnz " + std::to_string(sh.nnz);
+    EXPECT_EQ(ropekv_test::launch_path(a), paths[form]) << what;
+    const Result r = run(a, Backend::kCuda);
+    ASSERT_TRUE(r.ok()) << what << ": " << r.message;
+    expect_identical(dp.download(nullptr), want, what.c_str());
+  }
+  cudaFree(dev_table);
+}
+
+// The rows kernel in each index form it is specialised on (and the run-time
+// form).
+TEST(CudaRuntime, RowsKernelIndexForms) {
+  SKIP_WITHOUT_CUDA();
+  const OverrideShape shapes[] = {{3000, 32, 8, 128, 128, 0, 0.2},
+                                  {4000, 8, 1, 64, 64, 0, 0.1},
+                                  {2500, 32, 8, 128, 64, 0, 0.3}};
+  unsigned seed = 171;
+  ropekv_test::set_rows_tuning(1);
+  for (const OverrideShape& sh : shapes)
+    expect_forms_match_host(sh, seed, {"rows", "rows", "rows", "rows"});
+  ropekv_test::set_rows_tuning(0);
+}
+
+// The decode kernel's flat layout (a measurement override: the tokens' units
+// back to back over a 1D grid, blocks spanning tokens; the specialised shapes
+// in both fixed index forms): one token to more than a 2D grid's 65535,
+// padding, host and device scales.
+TEST(CudaRuntime, DecodeFlatLayoutMatchesHost) {
+  SKIP_WITHOUT_CUDA();
+  const OverrideShape more[] = {{70000, 8, 1, 64, 64, 0, 0.2}, {333, 12, 4, 64, 64, 0, 0.2}};
+  unsigned seed = 191;
+  ropekv_test::set_decode_tuning(2);
+  for (const OverrideShape& sh : kCommonShapes) expect_path_matches_host(sh, seed, "decode-flat");
+  for (const OverrideShape& sh : more) expect_path_matches_host(sh, seed, "decode-flat");
+  // Both fixed forms flat; the run-time form (checked) keeps the 2D grid.
+  for (const OverrideShape& sh : {kCommonShapes[2], kCommonShapes[4]})
+    expect_forms_match_host(sh, seed, {"decode-flat", "decode", "decode-flat", "decode"});
+  ropekv_test::set_decode_tuning(0);
 }
 
 // Mid-size batches in the decode kernel over more than one wave of its

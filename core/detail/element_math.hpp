@@ -264,7 +264,13 @@ ROPEKV_HD ScaleDivisor make_divisor(float scale, ScaleConvention convention) {
 ROPEKV_HD float apply_scale_fast(float v, ScaleDivisor d) {
   constexpr float kMax = 3.40282347e38f;  // FLT_MAX
   const float q0 = v * d.recip;
-#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 860
+  // The same clamp in one instruction: min(|r|, FLT_MAX) with r's sign (a
+  // NaN r gives +-FLT_MAX, which leaves q1 = q0 as -FLT_MAX does).
+  float r;
+  asm("min.xorsign.abs.f32 %0, %1, %2;" : "=f"(r) : "f"(::fmaf(d.divisor, q0, -v)), "f"(kMax));
+  return ::fmaf(-r, d.correct, q0);
+#elif defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
   const float r = ::fminf(::fmaxf(::fmaf(d.divisor, q0, -v), -kMax), kMax);
   return ::fmaf(-r, d.correct, q0);
 #else

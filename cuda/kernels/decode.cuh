@@ -188,17 +188,8 @@ __device__ __forceinline__ T part_field(const DecodeParams& p, std::uint32_t i, 
   }
 }
 
-// The index forms of the decode kernel: any (read from DecodeParams at run
-// time), or one of the two common forms fixed at compile time, so that a
-// token's index resolution is a few instructions on the critical path:
-// slot mapping with int64 slots and positions (vLLM), and a page table with
-// int32 arrays and positions (FlashInfer, SGLang); both unchecked, with a
-// power-of-two page size.
-enum : int { kIndexAny = 0, kIndexSlot64 = 1, kIndexTable32 = 2 };
-
-// The members load_token_indices, plan_begin and finish_plan read: for the
-// run-time form, DecodeParams' own; for a fixed form, index arrays of fixed
-// widths, no checks.
+// The members load_token_indices, plan_begin and finish_plan read in the
+// run-time form: DecodeParams' own (the fixed forms: FixedIndex).
 struct AnyIndex {
   Addressing addressing;
   bool checked;
@@ -206,29 +197,6 @@ struct AnyIndex {
   int page_shift;
   std::int64_t page_size, batch_size, num_kv_indices, num_pages, max_pos;
 };
-template <int kForm>
-struct FixedIndex {
-  static constexpr Addressing addressing =
-      kForm == kIndexSlot64 ? Addressing::kSlotMapping : Addressing::kPageTable;
-  static constexpr bool checked = false;
-  static constexpr std::int64_t batch_size = 0, num_kv_indices = 0, num_pages = 0, max_pos = 0;
-  FixedIndexArray<true> slot_mapping;
-  FixedIndexArray<false> batch_indices;
-  FixedIndexArray<false> kv_positions;
-  FixedIndexArray<kForm == kIndexSlot64> positions;
-  FixedIndexArray<false> kv_indptr;
-  FixedIndexArray<false> kv_indices;
-  int page_shift;
-};
-// A fixed form's page size is a power of two: (page, entry) by shift and
-// mask (the overload finish_plan finds for FixedIndex).
-template <int kForm>
-__device__ __forceinline__ PageEntry page_of(const FixedIndex<kForm>& p, std::int64_t slot) {
-  PageEntry pe;
-  pe.page = slot >> p.page_shift;
-  pe.entry = slot & ((std::int64_t(1) << p.page_shift) - 1);
-  return pe;
-}
 // The index resolution's view of p in form kForm.
 template <int kForm>
 __device__ __forceinline__ auto index_view(const DecodeParams& p) {
@@ -277,23 +245,20 @@ __device__ __forceinline__ UnitRef role_unit_ref(const VecGeometry& g, std::uint
                                                  std::uint32_t w) {
   using S = ShapeOf<kR, kN, kDv>;
   constexpr bool kQuery = P == kQueryRole;
-  const std::uint32_t rs = S::rot_sub(g), ns = S::nope_sub(g) > 0 ? S::nope_sub(g) : 1u;
-  const std::uint32_t vs = S::v_sub(g) > 0 ? S::v_sub(g) : 1u;
+  const std::uint32_t rs = S::rot_sub(g), ns = unit_divisor(S::nope_sub(g));
+  const std::uint32_t vs = unit_divisor(S::v_sub(g));
   const std::uint32_t rope = kQuery ? hq * rs : g.rot_units - hq * rs;
   const std::uint32_t nope = kQuery ? g.q_nope_end - g.rot_units : g.k_nope_end - g.q_nope_end;
   UnitRef r;
   if (w < rope) {
     r.part = kQuery ? kRotQ : kRotK;
-    r.head = w / rs;
-    r.sub = w - r.head * rs;
+    split_unit(w, rs, r);
   } else if (kQuery || w < rope + nope) {
     r.part = kQuery ? kNopeQ : kNopeK;
-    r.head = (w - rope) / ns;
-    r.sub = w - rope - r.head * ns;
+    split_unit(w - rope, ns, r);
   } else {  // (never reached for MLA)
     r.part = kValue;
-    r.head = (w - rope - nope) / vs;
-    r.sub = w - rope - nope - r.head * vs;
+    split_unit(w - rope - nope, vs, r);
   }
   return r;
 }
@@ -331,10 +296,8 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
   } else if constexpr (kRole) {
     r = role_unit_ref<kR, kN, kDv, P>(g, p.num_q_heads, w);
   } else {
-    const std::uint32_t subs = part_half<kR, kN, kDv>(g, P) / 8;  // units a row
     r.part = P;
-    r.head = w / subs;
-    r.sub = w - r.head * subs;
+    split_unit(w, part_half<kR, kN, kDv>(g, P) / 8, r);
   }
   // The part's fields, each read where it is used (P: at compile time).
   const std::uint32_t pi = P == kAnyPart || kRole ? r.part : P;
@@ -447,6 +410,22 @@ __global__ void __launch_bounds__(kVecBlock, kMinBlocks) fused_decode_kernel(con
         decode_body<In, Out, Cos, kR, kN, kDv, kForm, kValue>(p, (wi - p.warp_v) * 32 + lane, t);
     }
   }
+}
+
+// The packed layout over a 1D grid (a measurement, Tuning::decode >= 2):
+// thread x takes unit x % units of token x / units, so a block's threads
+// span tokens (no idle lanes past a token's last unit); every index form's
+// units are packed (the page-table form's query units look pages up too). The quotient is
+// (x * warp_k) >> (warp_v & 0xff), exact for x < 2^31, and warp_v >> 8 is
+// the token count (fill_decode_shape, flat). 64 registers (MLA's 48 spill).
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm>
+__global__ void __launch_bounds__(kVecBlock, kDecodeFewMinBlocks)
+    fused_decode_flat_kernel(const DecodeParams p) {
+  const std::uint32_t x = blockIdx.x * blockDim.x + threadIdx.x;
+  const std::uint32_t t = std::uint32_t((std::uint64_t(x) * p.warp_k) >> (p.warp_v & 0xffu));
+  if (t >= (p.warp_v >> 8)) return;
+  if (t < kLateTriggerToken) dependents_launch();
+  decode_body<In, Out, Cos, kR, kN, kDv, kForm, kAnyPart>(p, x - t * p.units, t);
 }
 
 }  // namespace gpu

@@ -152,28 +152,30 @@ __device__ __forceinline__ void rows_token(const LaunchParams& p, const Divisors
 // (grid-stride over tokens); while the current token's units are in flight,
 // the index entries of the token after next and the next token's first
 // page-table look-up are on their way (faster than loading only the next
-// token's entries, slot mapping too: perf/RESULTS.md).
-template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, bool kOne, int kIeee>
+// token's entries, slot mapping too: perf/RESULTS.md). kForm: the index
+// arrays' form (index_view).
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, bool kOne, int kForm, int kIeee>
 __device__ __forceinline__ void rows_tokens(const LaunchParams& p, const VecGeometry& g,
                                             const Divisors& d) {
   const std::uint32_t lane = threadIdx.x % g.team;
   const std::int64_t team_stride = std::int64_t(gridDim.x) * g.teams;
   std::int64_t t = std::int64_t(blockIdx.x) * g.teams + threadIdx.x / g.team;
   if (t >= p.nnz) return;
-  TokenIndices ix = load_token_indices(p, t);
+  TokenIndices ix = load_token_indices(index_view<kForm>(p), t);
   // Three tokens in the pipeline: t (its page look-up begun a token ago),
   // t + stride (indices in), t + 2 stride (indices on their way).
-  std::int64_t begin = plan_begin(p, ix);
+  std::int64_t begin = plan_begin(index_view<kForm>(p), ix);
   TokenIndices ix1, ix2;
-  if (t + team_stride < p.nnz) ix1 = load_token_indices(p, t + team_stride);
+  if (t + team_stride < p.nnz) ix1 = load_token_indices(index_view<kForm>(p), t + team_stride);
   while (true) {
-    const TokenPlan plan = finish_plan(p, ix, begin);
+    const TokenPlan plan = finish_plan(index_view<kForm>(p), ix, begin);
     const std::int64_t next = t + team_stride;
     const bool more = next < p.nnz;
     std::int64_t begin1 = 0;
     if (more) {
-      begin1 = plan_begin(p, ix1);
-      if (next + team_stride < p.nnz) ix2 = load_token_indices(p, next + team_stride);
+      begin1 = plan_begin(index_view<kForm>(p), ix1);
+      if (next + team_stride < p.nnz)
+        ix2 = load_token_indices(index_view<kForm>(p), next + team_stride);
     }
     if (plan.write) {
       rows_token<In, Out, Cos, kR, kN, kDv, kOne, kIeee>(p, d, t, plan, lane, g.team);
@@ -189,8 +191,9 @@ __device__ __forceinline__ void rows_tokens(const LaunchParams& p, const VecGeom
 }
 
 // kOne: every part of a token in one round (shapes without non-rotary parts,
-// launches whose query rope takes one round: the launcher's choice).
-template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, bool kOne>
+// launches whose query rope takes one round: the launcher's choice). kForm:
+// the index arrays' form, fixed where the launch has a common one.
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, bool kOne, int kForm>
 __global__ void __launch_bounds__(kVecBlock, kRowsMinBlocks)
     fused_vec_rows_kernel(const LaunchParams p, const VecGeometry g) {
   static_assert(kR > 0 && kR % kItem == 0 && kN % kItem == 0 && kDv % kItem == 0,
@@ -201,9 +204,9 @@ __global__ void __launch_bounds__(kVecBlock, kRowsMinBlocks)
   const Divisors d = load_divisors(p);
   // The scale step's form, once for the launch (see encode8).
   if (needs_ieee(d.q) || needs_ieee(d.k) || needs_ieee(d.v))
-    rows_tokens<In, Out, Cos, kR, kN, kDv, kOne, 1>(p, g, d);
+    rows_tokens<In, Out, Cos, kR, kN, kDv, kOne, kForm, 1>(p, g, d);
   else
-    rows_tokens<In, Out, Cos, kR, kN, kDv, kOne, 0>(p, g, d);
+    rows_tokens<In, Out, Cos, kR, kN, kDv, kOne, kForm, 0>(p, g, d);
 }
 
 }  // namespace gpu

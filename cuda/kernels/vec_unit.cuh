@@ -169,6 +169,15 @@ constexpr int kParts = 5;
 struct UnitRef {
   std::uint32_t part, head, sub;
 };
+// Sets r's head (row) and unit within the row for unit x of a row part whose
+// rows hold n units each.
+__device__ __forceinline__ void split_unit(std::uint32_t x, std::uint32_t n, UnitRef& r) {
+  r.head = x / n;
+  r.sub = x - r.head * n;
+}
+// A part's units a row as a divisor: 1 for a part the shape lacks (whose
+// branch is never taken).
+__device__ __forceinline__ std::uint32_t unit_divisor(std::uint32_t n) { return n > 0 ? n : 1u; }
 template <int kR, int kN, int kDv>
 __device__ __forceinline__ UnitRef unit_ref(const VecGeometry& g, std::uint32_t num_q_heads,
                                             std::uint32_t u) {
@@ -177,23 +186,17 @@ __device__ __forceinline__ UnitRef unit_ref(const VecGeometry& g, std::uint32_t 
   // specialisations.
   UnitRef r;
   if (u < g.rot_units) {  // rotary rows: Hq query heads, then Hk key heads
-    const std::uint32_t row = u / S::rot_sub(g);
-    r.sub = u - row * S::rot_sub(g);
-    const bool q = row < num_q_heads;
+    split_unit(u, S::rot_sub(g), r);
+    const bool q = r.head < num_q_heads;
     r.part = q ? kRotQ : kRotK;
-    r.head = q ? row : row - num_q_heads;
+    r.head = q ? r.head : r.head - num_q_heads;
   } else if (u < g.k_nope_end) {  // (never reached when N == 0)
-    const std::uint32_t n = S::nope_sub(g) > 0 ? S::nope_sub(g) : 1u;
+    const std::uint32_t n = unit_divisor(S::nope_sub(g));
     const bool q = u < g.q_nope_end;
-    const std::uint32_t cu = u - (q ? g.rot_units : g.q_nope_end);
-    r.head = cu / n;
-    r.sub = cu - r.head * n;
+    split_unit(u - (q ? g.rot_units : g.q_nope_end), n, r);
     r.part = q ? kNopeQ : kNopeK;
   } else {  // (never reached for MLA)
-    const std::uint32_t n = S::v_sub(g) > 0 ? S::v_sub(g) : 1u;
-    const std::uint32_t cu = u - g.k_nope_end;
-    r.head = cu / n;
-    r.sub = cu - r.head * n;
+    split_unit(u - g.k_nope_end, unit_divisor(S::v_sub(g)), r);
     r.part = kValue;
   }
   return r;
@@ -368,6 +371,54 @@ __device__ __forceinline__ void vec_finish(const LaunchParams& p, const VecGeome
   encode_unit<In, Out>(p.style, it.part <= kRotK, divisor_of(d, it.part), it.a, it.b, cv, sv, lo,
                        hi);
   store_unit(it.dst, part_half<kR, kN, kDv>(g, it.part), it.sub, lo, hi);
+}
+
+// ------------------------------------------------------------- index forms
+// The index forms a kernel may be specialised on: any (read from the launch
+// parameters at run time), or one of the two common forms fixed at compile
+// time, so that a token's index resolution is a few instructions: slot
+// mapping with int64 slots and positions (vLLM), and a page table with int32
+// arrays and positions (FlashInfer, SGLang); both unchecked, with a
+// power-of-two page size.
+enum : int { kIndexAny = 0, kIndexSlot64 = 1, kIndexTable32 = 2 };
+
+// The members load_token_indices, plan_begin and finish_plan read, in a
+// fixed form: index arrays of fixed widths, no checks.
+template <int kForm>
+struct FixedIndex {
+  static constexpr Addressing addressing =
+      kForm == kIndexSlot64 ? Addressing::kSlotMapping : Addressing::kPageTable;
+  static constexpr bool checked = false;
+  static constexpr std::int64_t batch_size = 0, num_kv_indices = 0, num_pages = 0, max_pos = 0;
+  FixedIndexArray<true> slot_mapping;
+  FixedIndexArray<false> batch_indices;
+  FixedIndexArray<false> kv_positions;
+  FixedIndexArray<kForm == kIndexSlot64> positions;
+  FixedIndexArray<false> kv_indptr;
+  FixedIndexArray<false> kv_indices;
+  int page_shift;
+};
+// A fixed form's page size is a power of two: (page, entry) by shift and
+// mask (the overload finish_plan finds for FixedIndex).
+template <int kForm>
+__device__ __forceinline__ PageEntry page_of(const FixedIndex<kForm>& p, std::int64_t slot) {
+  PageEntry pe;
+  pe.page = slot >> p.page_shift;
+  pe.entry = slot & ((std::int64_t(1) << p.page_shift) - 1);
+  return pe;
+}
+// The index resolution's view of the launch parameters in form kForm: p
+// itself (the run-time form), or its arrays in a fixed form (made at each
+// use, so that they stay kernel parameters rather than registers).
+template <int kForm>
+__device__ __forceinline__ decltype(auto) index_view(const LaunchParams& p) {
+  if constexpr (kForm == kIndexAny) {
+    return (p);
+  } else {
+    return FixedIndex<kForm>{{p.slot_mapping.data}, {p.batch_indices.data}, {p.kv_positions.data},
+                             {p.positions.data},    {p.kv_indptr.data},     {p.kv_indices.data},
+                             p.page_shift};
+  }
 }
 
 }  // namespace gpu
