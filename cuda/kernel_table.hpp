@@ -13,7 +13,8 @@ namespace gpu {
 // kernel with every part of a token in one round (shapes without non-rotary
 // parts only). kDecodeFew: a decode kernel's 64-register twin
 // (kDecodeFewBlocks). kDecodeFlat: the decode kernel's packed layout over a
-// 1D grid (a measurement; the specialised shapes in the fixed index forms).
+// 1D grid (where the rows kernel's teams would take one token each; the
+// specialised shapes in the fixed index forms).
 enum class VecFamily {
   kDirect,
   kStaged,

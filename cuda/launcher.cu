@@ -229,14 +229,30 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   // Decode: the one-unit-per-thread grid, where it is resident at once and
   // beyond, while it beats the vector kernels (kDecodeTokensPerSm,
   // kDecodeFewWaves).
-  // Flat (tune.decode >= 2): the packed layout's units over a 1D grid of
+  // The flat decode layout: the packed layout's units over a 1D grid of
   // blocks of 128 threads, or of decode_warps warps up to kVecBlock threads
-  // (x = token * units + unit < 2^31, nnz < 2^24).
-  const void* flat =
-      tune.decode >= 2 && p.nnz < (std::int64_t(1) << 24) &&
-              std::uint64_t(p.nnz) * g.units + unsigned(kVecBlock) < (std::uint64_t(1) << 31)
+  // (x = token * units + unit < 2^31, nnz < 2^24). Forced by tune.decode >= 2;
+  // by the rule where the rows kernel's teams would take one token each
+  // (below).
+  const void* flat_kernel =
+      tune.decode >= 0 && p.nnz < (std::int64_t(1) << 24) &&
+              std::uint64_t(p.nnz) * g.units + unsigned(kVecBlock) < (std::uint64_t(1) << 31) &&
+              decode_fits(p, g)
           ? pick_vec(VecFamily::kDecodeFlat, p)
           : nullptr;
+  const void* flat = tune.decode >= 2 ? flat_kernel : nullptr;
+  auto take_flat = [&](const void* kernel) {
+    l.path = Path::kDecode;
+    l.kernel = kernel;
+    l.decode_flat = true;
+    l.decode_by_part = false;  // packed
+    const unsigned block = tune.decode_warps > 0 ? 32u * std::min(unsigned(tune.decode_warps),
+                                                                  unsigned(kVecBlock) / 32)
+                                                 : 128u;
+    l.block = dim3(block);
+    l.grid = dim3(unsigned((std::uint64_t(p.nnz) * g.units + block - 1) / block));
+    l.geometry = g;
+  };
   if (tune.decode >= 0 && (p.nnz <= 65535 || flat != nullptr) && decode_fits(p, g)) {
     bool by_part = false;
     const void* kernel = pick_vec(VecFamily::kDecode, p, &by_part);
@@ -289,16 +305,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       l.grid = dim3(d.chunks, unsigned(p.nnz));
       l.block = dim3(d.block);
       l.geometry = g;
-      if (flat != nullptr) {
-        l.kernel = flat;
-        l.decode_flat = true;
-        l.decode_by_part = false;  // packed
-        const unsigned block = tune.decode_warps > 0 ? 32u * std::min(unsigned(tune.decode_warps),
-                                                                      unsigned(kVecBlock) / 32)
-                                                     : 128u;
-        l.block = dim3(block);
-        l.grid = dim3(unsigned((std::uint64_t(p.nnz) * g.units + block - 1) / block));
-      }
+      if (flat != nullptr) take_flat(flat);
       return;
     }
   }
@@ -346,6 +353,15 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
     const std::uint64_t blocks = (std::uint64_t(p.nnz) + kVecBlock / team - 1) / (kVecBlock / team);
     const std::uint64_t min_blocks = std::uint64_t(sms) / (no_nope ? 2 : 1);
     if (rows_per_sm > 0 && (tune.rows > 0 || blocks >= min_blocks)) {
+      // A grid of at most one wave gives every team one token at most, with
+      // few lanes in flight for the shapes of few heads (gpt-oss TP8 at 8192
+      // tokens: 8 warps a multiprocessor): there the flat decode layout's
+      // unit a thread is faster (perf/RESULTS.md).
+      if (tune.rows == 0 && flat_kernel != nullptr &&
+          blocks <= std::uint64_t(rows_per_sm) * std::uint64_t(sms)) {
+        take_flat(flat_kernel);
+        return;
+      }
       g.team = team;
       g.teams = kVecBlock / g.team;
       l.path = Path::kRows;

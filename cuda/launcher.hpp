@@ -41,7 +41,7 @@ struct PreparedLaunch {
   const LaunchParams* params = nullptr;
   VecGeometry geometry = {};
   bool decode_by_part = false;  // the decode kernel's layout (see fused_decode_kernel)
-  bool decode_flat = false;     // packed layout over a 1D grid (Tuning::decode >= 2)
+  bool decode_flat = false;     // packed layout over a 1D grid (fused_decode_flat_kernel)
   DecodeParams decode;
   BulkPlan bulk;  // the bulk kernel's third argument
 };

@@ -341,6 +341,35 @@ TEST(CudaLauncher, DecodeBlocksOfUpToEightWarpsForLargeLaunchesWithoutPdl) {
   EXPECT_EQ(three.grid.x, 2u);
 }
 
+// The flat decode layout where the rows kernel's grid would hold every token
+// in one wave (a team a token): gpt-oss TP8's 40 units a token at 64 tokens
+// a multiprocessor (the rows kernel's blocks: one a multiprocessor), blocks
+// of 128 threads over the tokens' units back to back; not where the rows
+// kernel's teams loop (200000 tokens) or the overrides say otherwise.
+TEST(CudaLauncher, FlatDecodeLayoutWhereRowsTeamsTakeOneToken) {
+  if (!backend_available(Backend::kCuda))
+    GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)";
+  const int sms = multiprocessors();
+  ASSERT_GT(sms, 0);
+  const std::uintptr_t base = std::uintptr_t(1) << 32;
+  const LaunchParams mid = params(64 * std::int64_t(sms), base);
+  const gpu::PreparedLaunch l = decide(mid);
+  ASSERT_EQ(l.path, gpu::Path::kDecode);
+  EXPECT_TRUE(l.decode_flat);
+  EXPECT_EQ(l.block.x, 128u);
+  EXPECT_EQ(l.grid.x, unsigned((64 * sms * 40 + 127) / 128));
+  EXPECT_EQ(l.grid.y, 1u);
+  EXPECT_NE(decide(params(200000, base)).path, gpu::Path::kDecode);
+  gpu::Tuning t;
+  t.rows = 1;  // the rows kernel wherever it can (and the decode kernel nowhere)
+  t.decode = -1;
+  gpu::set_tuning(t);
+  const gpu::PreparedLaunch rows = decide(mid);
+  gpu::set_tuning(gpu::Tuning{});
+  EXPECT_EQ(rows.path, gpu::Path::kRows);
+  EXPECT_FALSE(rows.decode_flat);
+}
+
 // The MLA kernels' 64-register twin (kernels/decode.cuh, kDecodeFewBlocks):
 // taken where its grid fits on the device at once, the 48-register kernel
 // where only that one's does.

@@ -493,6 +493,22 @@ TEST(CudaRuntime, DecodeFlatLayoutMatchesHost) {
   ropekv_test::set_decode_tuning(0);
 }
 
+// The launcher's own choice of the flat layout: where the rows kernel's
+// teams would take one token each (a grid of at most one wave). gpt-oss
+// TP8's shape (teams of 4, 64 tokens a block) at 64 tokens a multiprocessor,
+// with padding, in all four index forms (the run-time form keeps the rows
+// kernel); llama-3.1-8b's shape there takes the rows kernel.
+TEST(CudaRuntime, FlatDecodeLayoutWhereRowsTeamsTakeOneToken) {
+  SKIP_WITHOUT_CUDA();
+  int dev = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  unsigned seed = 211;
+  const OverrideShape small_heads = {64 * std::int64_t(sms), 8, 1, 64, 64, 0, 0.2};
+  expect_forms_match_host(small_heads, seed, {"decode-flat", "rows", "decode-flat", "rows"});
+  expect_path_matches_host({64 * std::int64_t(sms), 32, 8, 128, 128, 0, 0.2}, seed, "rows");
+}
+
 // Mid-size batches in the decode kernel over more than one wave of its
 // blocks (on the H200: llama-3.1-8b's shape about 350 tokens a wave, gpt-oss
 // TP8's about 2100, R 32 of D 96 about 1300), with padding, host and

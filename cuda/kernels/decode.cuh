@@ -412,14 +412,17 @@ __global__ void __launch_bounds__(kVecBlock, kMinBlocks) fused_decode_kernel(con
   }
 }
 
-// The packed layout over a 1D grid (a measurement, Tuning::decode >= 2):
+// The packed layout over a 1D grid (the launcher's rule: where the rows
+// kernel's teams would take one token each; Tuning::decode >= 2 forces it):
 // thread x takes unit x % units of token x / units, so a block's threads
 // span tokens (no idle lanes past a token's last unit); every index form's
-// units are packed (the page-table form's query units look pages up too). The quotient is
-// (x * warp_k) >> (warp_v & 0xff), exact for x < 2^31, and warp_v >> 8 is
-// the token count (fill_decode_shape, flat). 64 registers (MLA's 48 spill).
+// units are packed (the page-table form's query units look pages up too).
+// The quotient is (x * warp_k) >> (warp_v & 0xff), exact for x < 2^31, and
+// warp_v >> 8 is the token count (fill_decode_shape, flat). 48 registers:
+// faster than 64 at 8192-32768 tokens though the bf16 kernels spill 12-28
+// bytes (perf/RESULTS.md).
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm>
-__global__ void __launch_bounds__(kVecBlock, kDecodeFewMinBlocks)
+__global__ void __launch_bounds__(kVecBlock, kDecodeManyMinBlocks)
     fused_decode_flat_kernel(const DecodeParams p) {
   const std::uint32_t x = blockIdx.x * blockDim.x + threadIdx.x;
   const std::uint32_t t = std::uint32_t((std::uint64_t(x) * p.warp_k) >> (p.warp_v & 0xffu));
