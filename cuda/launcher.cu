@@ -164,6 +164,10 @@ const char* to_string(Path path) noexcept {
   return "unknown";
 }
 
+const char* path_name(const PreparedLaunch& l) noexcept {
+  return l.path == Path::kDecode && l.decode_flat ? "decode-flat" : to_string(l.path);
+}
+
 void set_tuning(const Tuning& t) noexcept {
   g_tune_decode.store(t.decode, std::memory_order_relaxed);
   g_tune_trigger.store(t.pdl_trigger, std::memory_order_relaxed);
@@ -305,6 +309,18 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       l.grid = dim3(d.chunks, unsigned(p.nnz));
       l.block = dim3(d.block);
       l.geometry = g;
+      // Beyond one wave of this grid, the flat layout (no idle lanes, no
+      // block per token) where it adds no page look-ups (slot mapping) or
+      // where an eighth or more of a token's lanes here are idle (the TP8
+      // shapes' page tables): 2048-4096 tokens 0.64-0.93 of the time
+      // (perf/RESULTS.md); the wide shapes' page tables, whose query units
+      // skip the look-ups here, 1.08-1.13x slower flat.
+      const std::uint64_t lanes =
+          32u * std::uint64_t(by_part ? d.warp_begin[kParts] : (g.units + 31) / 32);
+      const bool idle_lanes = 8 * (lanes - g.units) >= lanes;  // (a block's unused warps exit)
+      if (tune.decode == 0 && flat_kernel != nullptr && blocks > wave &&
+          (p.addressing == Addressing::kSlotMapping || idle_lanes))
+        take_flat(flat_kernel);
       if (flat != nullptr) take_flat(flat);
       return;
     }

@@ -45,6 +45,9 @@ struct PreparedLaunch {
   DecodeParams decode;
   BulkPlan bulk;  // the bulk kernel's third argument
 };
+// The path's name, "decode-flat" for the decode kernel's flat layout (tests,
+// the perf suite's labels).
+const char* path_name(const PreparedLaunch& l) noexcept;
 
 // Chooses the kernel, geometry and grid of p and fills `out` (which keeps a
 // pointer to p); launches nothing. Fails only without a current device.

@@ -72,7 +72,7 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
   detail::fill_step_plan(plan.get(), a);
   const detail::BackendOps* gpu_ops = detail::find_backend(ropekv::Backend::kCuda);
   const gpu::PreparedLaunch* bare_moving[2] = {&l, &l1};
-  out->path = gpu::to_string(l.path);
+  out->path = gpu::path_name(l);
   enum Variant {
     kBare,
     kDecide,

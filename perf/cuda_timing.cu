@@ -181,7 +181,7 @@ std::string launch_path(const DeviceProblem& dp, const GpuCase& c) {
   if (!ropekv::detail::lower(case_arguments(dp, 0, c, nullptr), &p).ok()) return "?";
   gpu::PreparedLaunch l;
   if (!gpu::prepare_launch(p, &l).ok()) return "?";
-  return gpu::to_string(l.path);
+  return gpu::path_name(l);
 }
 
 }  // namespace

@@ -41,7 +41,7 @@ std::string launch_path(const ropekv::Arguments& a) {
   ropekv::detail::gpu::PreparedLaunch l;
   if (!ropekv::detail::lower(a, &p).ok() || !ropekv::detail::gpu::prepare_launch(p, &l).ok())
     return "none";
-  return std::string(ropekv::detail::gpu::to_string(l.path)) + (l.decode_flat ? "-flat" : "");
+  return ropekv::detail::gpu::path_name(l);
 }
 }  // namespace ropekv_test
 

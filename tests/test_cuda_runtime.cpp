@@ -509,6 +509,25 @@ TEST(CudaRuntime, FlatDecodeLayoutWhereRowsTeamsTakeOneToken) {
   expect_path_matches_host({64 * std::int64_t(sms), 32, 8, 128, 128, 0, 0.2}, seed, "rows");
 }
 
+// And where the decode kernel's 2D grid would take more than one wave (on
+// the H200: llama-3.1-8b's shape past about 350 tokens, gpt-oss TP8's past
+// about 2100): flat with slot mapping; with page tables only where an eighth
+// or more of a token's lanes in the 2D grid are idle (gpt-oss TP8's 40 units
+// on 3 warps by part, not llama-3.1-8b's 384 on 12); the run-time form
+// (checked) keeps the 2D grid.
+TEST(CudaRuntime, FlatDecodeLayoutBeyondOneWaveOfTheDecodeGrid) {
+  SKIP_WITHOUT_CUDA();
+  unsigned seed = 223;
+  expect_forms_match_host({3000, 8, 1, 64, 64, 0, 0.2}, seed,
+                          {"decode-flat", "decode", "decode-flat", "decode"});
+  expect_forms_match_host({2000, 32, 8, 128, 128, 0, 0.2}, seed,
+                          {"decode-flat", "decode", "decode", "decode"});
+  // gpt-oss TP1's 320 units by part: 10 warps, none idle (3 blocks of 4 warps).
+  expect_forms_match_host({1024, 64, 8, 64, 64, 0, 0.2}, seed,
+                          {"decode-flat", "decode", "decode", "decode"});
+  expect_path_matches_host({200, 32, 8, 128, 128, 0, 0.2}, seed, "decode");  // one wave
+}
+
 // Mid-size batches in the decode kernel over more than one wave of its
 // blocks (on the H200: llama-3.1-8b's shape about 350 tokens a wave, gpt-oss
 // TP8's about 2100, R 32 of D 96 about 1300), with padding, host and
@@ -520,7 +539,9 @@ TEST(CudaRuntime, MidBatchDecodeKernelOverSeveralWaves) {
                                   {1200, 32, 8, 128, 64, 0, 0.3},
                                   {2500, 16, 2, 96, 32, 0, 0.2}};
   unsigned seed = 151;
+  ropekv_test::set_decode_tuning(1);  // the 2D grid (the rule takes the flat layout for most)
   for (const OverrideShape& sh : shapes) expect_path_matches_host(sh, seed, "decode");
+  ropekv_test::set_decode_tuning(0);
 }
 
 // The launcher asks the runtime once per (kernel, block size, device) how
