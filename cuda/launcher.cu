@@ -236,8 +236,8 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   // The flat decode layout: the packed layout's units over a 1D grid of
   // blocks of 128 threads, or of decode_warps warps up to kVecBlock threads
   // (x = token * units + unit < 2^31, nnz < 2^24). Forced by tune.decode >= 2;
-  // by the rule where the rows kernel's teams would take one token each
-  // (below).
+  // by the rules beyond one wave of the 2D grid and where the rows kernel's
+  // teams would take one token each (below).
   const void* flat_kernel =
       tune.decode >= 0 && p.nnz < (std::int64_t(1) << 24) &&
               std::uint64_t(p.nnz) * g.units + unsigned(kVecBlock) < (std::uint64_t(1) << 31) &&
