@@ -8,16 +8,19 @@
 #                          links there (scripts/gpu_torch.sh), from preset cuda-shared
 # each with lib/: the Debian shared libraries they need, and BUILD_INFO.
 # ROPEKV_GPU_EXTRA_PRESETS adds measurement builds the same way (preset P ->
-# build/gpu/P, which ROPEKV_GPU_BUILD=build/gpu/P bash scripts/gpu_run.sh runs).
+# build/gpu/P, which ROPEKV_GPU_BUILD=build/gpu/P bash scripts/gpu_run.sh runs);
+# ROPEKV_GPU_PRESETS replaces the default list (e.g. "cuda" alone, for a
+# kernel A/B). Only the folders of the presets built are replaced: an older
+# build kept beside them (build/gpu/OTHER) stays for scripts/gpu_ab.sh.
 # Usage: bash scripts/gpu_build.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v nvcc >/dev/null || { echo "gpu_build: nvcc not found" >&2; exit 1; }
-rm -rf build/gpu
-for preset in cuda cuda-shared ${ROPEKV_GPU_EXTRA_PRESETS:-}; do
+for preset in ${ROPEKV_GPU_PRESETS:-cuda cuda-shared} ${ROPEKV_GPU_EXTRA_PRESETS:-}; do
   cmake --preset "$preset" >/dev/null
   cmake --build --preset "$preset" -j "$(nproc)"
   from=build/$preset to=build/gpu/$preset
+  rm -rf "$to"
   mkdir -p "$to/lib"
   for f in tests/ropekv_tests_cuda perf/ropekv_perf libropekv.a libropekv.so include; do
     [ -e "$from/$f" ] || continue
