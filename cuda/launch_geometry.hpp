@@ -55,6 +55,11 @@ struct FlatDivisor {
   std::uint32_t m, s;
 };
 FlatDivisor flat_divisor(std::uint32_t units);
+// Whether a 1D grid of `units` threads in blocks of `block` keeps every
+// thread's index under 2^31 (flat_divisor's bound).
+inline bool flat_grid_fits(std::uint64_t units, unsigned block) {
+  return units + block < (std::uint64_t(1) << 31);
+}
 // The decode kernel's view of p (see DecodeParams), every field written in
 // place, in two parts as lowering has them (core/src/lower.cpp): the shape
 // (host scales become divisors here, once per decision) and the step's data.

@@ -238,13 +238,13 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   // (x = token * units + unit < 2^31, nnz < 2^24). Forced by tune.decode >= 2;
   // by the rules beyond one wave of the 2D grid and where the rows kernel's
   // teams would take one token each (below).
+  const bool fits = decode_fits(p, g);
   const void* flat_kernel =
       tune.decode >= 0 && p.nnz < (std::int64_t(1) << 24) &&
-              std::uint64_t(p.nnz) * g.units + unsigned(kVecBlock) < (std::uint64_t(1) << 31) &&
-              decode_fits(p, g)
+              flat_grid_fits(std::uint64_t(p.nnz) * g.units, unsigned(kVecBlock)) && fits
           ? pick_vec(VecFamily::kDecodeFlat, p)
           : nullptr;
-  const void* flat = tune.decode >= 2 ? flat_kernel : nullptr;
+  const bool forced_flat = tune.decode >= 2 && flat_kernel != nullptr;
   auto take_flat = [&](const void* kernel) {
     l.path = Path::kDecode;
     l.kernel = kernel;
@@ -257,7 +257,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
     l.grid = dim3(unsigned((std::uint64_t(p.nnz) * g.units + block - 1) / block));
     l.geometry = g;
   };
-  if (tune.decode >= 0 && (p.nnz <= 65535 || flat != nullptr) && decode_fits(p, g)) {
+  if (tune.decode >= 0 && (p.nnz <= 65535 || forced_flat) && fits) {
     bool by_part = false;
     const void* kernel = pick_vec(VecFamily::kDecode, p, &by_part);
     const void* few = pick_vec(VecFamily::kDecodeFew, p);  // a 48-register kernel's twin
@@ -318,10 +318,9 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       const std::uint64_t lanes =
           32u * std::uint64_t(by_part ? d.warp_begin[kParts] : (g.units + 31) / 32);
       const bool idle_lanes = 8 * (lanes - g.units) >= lanes;  // (a block's unused warps exit)
-      if (tune.decode == 0 && flat_kernel != nullptr && blocks > wave &&
-          (p.addressing == Addressing::kSlotMapping || idle_lanes))
-        take_flat(flat_kernel);
-      if (flat != nullptr) take_flat(flat);
+      const bool rule_flat = tune.decode == 0 && flat_kernel != nullptr && blocks > wave &&
+                             (p.addressing == Addressing::kSlotMapping || idle_lanes);
+      if (forced_flat || rule_flat) take_flat(flat_kernel);
       return;
     }
   }

@@ -292,7 +292,7 @@ ropekv::Result launch_math_floor(const ropekv::Arguments& a, DeviceProblem& dp, 
                   &q};
   // The flat grid: one thread a unit, its index (and the quotient's bound) under 2^31.
   const std::uint64_t flat_units = std::uint64_t(nnz) * std::uint64_t(d.units);
-  if (c.flat && flat_units + block > (std::uint64_t(1) << 31))
+  if (c.flat && !ropekv::detail::gpu::flat_grid_fits(flat_units, block))
     return error_result("math floor kernel (flat grid: more than 2^31 units)",
                         cudaErrorInvalidConfiguration);
   const void* kernel = c.flat ? reinterpret_cast<const void*>(&math_floor_flat_kernel)
