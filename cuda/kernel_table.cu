@@ -62,11 +62,12 @@ const void* vec_kernel(const LaunchParams& p, bool* by_part) {
   }
   if constexpr (F == VecFamily::kDecodeFlat) {
     if constexpr (kR > 0) {
-      return by_index_form(p, [](auto form) -> const void* {
+      return by_index_form(p, [&](auto form) -> const void* {
         constexpr int kForm = decltype(form)::value;
         if constexpr (kForm == kIndexAny) {
           return nullptr;
         } else {
+          *by_part = kDecodeFlatByRole<kForm>;
           return reinterpret_cast<const void*>(
               &fused_decode_flat_kernel<In, Out, Cos, kR, kN, kDv, kForm>);
         }

@@ -235,10 +235,19 @@ void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, bool by_part
   d.warp_v = layout.warp_begin[kValue];
   if (flat) {
     // Thread x's token (flat_divisor), the token count beside the shift
-    // (decode_flat's bound: nnz < 2^24).
-    const FlatDivisor q = flat_divisor(std::uint32_t(g.units));
+    // (decode_flat's bound: nnz < 2^24). By role (by_part): the query
+    // role's divisor there, the cache role's and the query role's end in
+    // FlatRoleFields.
+    const std::uint32_t query = by_part ? layout.units[kRotQ] + layout.units[kNopeQ] : g.units;
+    const FlatDivisor q = flat_divisor(query);
     d.warp_k = q.m;
     d.warp_v = (std::uint32_t(p.nnz) << 8) | q.s;
+    if (by_part) {
+      const FlatDivisor c = flat_divisor(g.units - query);
+      d.*FlatRoleFields::cache_m = c.m;
+      d.*FlatRoleFields::cache_s = c.s;
+      d.*FlatRoleFields::query_end = std::uint32_t(p.nnz) * query;
+    }
   }
   const IndexArray* arrays[6] = {&p.slot_mapping, &p.positions, &p.batch_indices,
                                  &p.kv_positions, &p.kv_indptr, &p.kv_indices};

@@ -239,17 +239,18 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   // by the rules beyond one wave of the 2D grid and where the rows kernel's
   // teams would take one token each (below).
   const bool fits = decode_fits(p, g);
+  bool flat_by_role = false;
   const void* flat_kernel =
       tune.decode >= 0 && p.nnz < (std::int64_t(1) << 24) &&
               flat_grid_fits(std::uint64_t(p.nnz) * g.units, unsigned(kVecBlock)) && fits
-          ? pick_vec(VecFamily::kDecodeFlat, p)
+          ? pick_vec(VecFamily::kDecodeFlat, p, &flat_by_role)
           : nullptr;
   const bool forced_flat = tune.decode >= 2 && flat_kernel != nullptr;
   auto take_flat = [&](const void* kernel) {
     l.path = Path::kDecode;
     l.kernel = kernel;
     l.decode_flat = true;
-    l.decode_by_part = false;  // packed
+    l.decode_by_part = flat_by_role;  // packed or by role
     const unsigned block = tune.decode_warps > 0 ? 32u * std::min(unsigned(tune.decode_warps),
                                                                   unsigned(kVecBlock) / 32)
                                                  : 128u;

@@ -40,8 +40,9 @@ struct PreparedLaunch {
   // `params` is prepare_launch's argument: it must outlive the launch.
   const LaunchParams* params = nullptr;
   VecGeometry geometry = {};
-  bool decode_by_part = false;  // the decode kernel's layout (see fused_decode_kernel)
-  bool decode_flat = false;     // packed layout over a 1D grid (fused_decode_flat_kernel)
+  bool decode_by_part =
+      false;  // the decode kernel's layout (see fused_decode_kernel): by part or role
+  bool decode_flat = false;  // over a 1D grid (fused_decode_flat_kernel): packed or by role
   DecodeParams decode;
   BulkPlan bulk;  // the bulk kernel's third argument
 };

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 
+#include "cuda/launch_geometry.hpp"
 #include "cuda/launcher.hpp"
 #include "detail/lower.hpp"
 #include "ropekv/ropekv.hpp"
@@ -344,7 +345,8 @@ TEST(CudaLauncher, DecodeBlocksOfUpToEightWarpsForLargeLaunchesWithoutPdl) {
 // The flat decode layout where the rows kernel's grid would hold every token
 // in one wave (a team a token): gpt-oss TP8's 40 units a token at 64 tokens
 // a multiprocessor (the rows kernel's blocks: one a multiprocessor), blocks
-// of 128 threads over the tokens' units back to back; not where the rows
+// of 128 threads over the tokens' units back to back (page tables: by
+// role); not where the rows
 // kernel's teams loop (200000 tokens) or the overrides say otherwise.
 TEST(CudaLauncher, FlatDecodeLayoutWhereRowsTeamsTakeOneToken) {
   if (!backend_available(Backend::kCuda))
@@ -359,6 +361,21 @@ TEST(CudaLauncher, FlatDecodeLayoutWhereRowsTeamsTakeOneToken) {
   EXPECT_EQ(l.block.x, 128u);
   EXPECT_EQ(l.grid.x, unsigned((64 * sms * 40 + 127) / 128));
   EXPECT_EQ(l.grid.y, 1u);
+  EXPECT_FALSE(l.decode_by_part);  // packed
+  // With a page table, by role: the query's 32 units of every token, then
+  // the cache's 8 (key 4, value 4), each role with its own divisor.
+  const std::int64_t nnz = 64 * std::int64_t(sms);
+  const gpu::PreparedLaunch roles = decide(page_table_params(nnz, base));
+  ASSERT_EQ(roles.path, gpu::Path::kDecode);
+  EXPECT_TRUE(roles.decode_flat);
+  EXPECT_TRUE(roles.decode_by_part);
+  EXPECT_EQ(roles.grid.x, l.grid.x);
+  const gpu::FlatDivisor q = gpu::flat_divisor(32), c = gpu::flat_divisor(8);
+  EXPECT_EQ(roles.decode.warp_k, q.m);
+  EXPECT_EQ(roles.decode.warp_v, (std::uint32_t(nnz) << 8) | q.s);
+  EXPECT_EQ(roles.decode.*gpu::FlatRoleFields::cache_m, c.m);
+  EXPECT_EQ(roles.decode.*gpu::FlatRoleFields::cache_s, c.s);
+  EXPECT_EQ(roles.decode.*gpu::FlatRoleFields::query_end, std::uint32_t(nnz) * 32u);
   EXPECT_NE(decide(params(200000, base)).path, gpu::Path::kDecode);
   gpu::Tuning t;
   t.rows = 1;  // the rows kernel wherever it can (and the decode kernel nowhere)

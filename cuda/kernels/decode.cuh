@@ -412,23 +412,59 @@ __global__ void __launch_bounds__(kVecBlock, kMinBlocks) fused_decode_kernel(con
   }
 }
 
-// The packed layout over a 1D grid (the launcher's rule: where the rows
-// kernel's teams would take one token each; Tuning::decode >= 2 forces it):
-// thread x takes unit x % units of token x / units, so a block's threads
-// span tokens (no idle lanes past a token's last unit); every index form's
-// units are packed (the page-table form's query units look pages up too).
-// The quotient is (x * warp_k) >> (warp_v & 0xff), exact for x < 2^31, and
-// warp_v >> 8 is the token count (fill_decode_shape, flat). 48 registers:
-// faster than 64 at 8192-32768 tokens though the bf16 kernels spill 12-28
-// bytes (perf/RESULTS.md).
+// The flat layouts, over a 1D grid (the launcher's rule: where the rows
+// kernel's teams would take one token each, and beyond one wave of the 2D
+// grid; Tuning::decode >= 2 forces them), so a block's threads span tokens
+// (no idle lanes past a token's last unit):
+//  * packed (slot mapping): thread x takes unit x % units of token x / units;
+//  * by role (page tables, kIndexTable32): the query role's units of every
+//    token first (kDecodeFlatQueryEnd threads), then the cache role's, so
+//    that only the cache role's warps look pages up (one warp mixes them).
+// Each role's quotient is (x * m) >> s (flat_divisor), exact for x < 2^31:
+// packed and the query role take m, s from warp_k and warp_v & 0xff; the
+// cache role from the fields only kR == 0 reads (FlatRoleFields); warp_v >>
+// 8 is the token count (fill_decode_shape, flat). 48 registers: faster than
+// 64 at 8192-32768 tokens though the bf16 kernels spill 12-28 bytes
+// (perf/RESULTS.md).
+template <int kForm>
+constexpr bool kDecodeFlatByRole = kForm == kIndexTable32;
+// Where the flat by-role layout keeps its cache role's divisor and the
+// query role's end (nnz times its units a token): in rot_sub, nope_sub and
+// v_sub, which kernels of a fixed shape (kR > 0, the flat kernels') never read.
+struct FlatRoleFields {
+  static constexpr auto cache_m = &DecodeParams::rot_sub;
+  static constexpr auto cache_s = &DecodeParams::nope_sub;
+  static constexpr auto query_end = &DecodeParams::v_sub;
+};
+
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm>
 __global__ void __launch_bounds__(kVecBlock, kDecodeManyMinBlocks)
     fused_decode_flat_kernel(const DecodeParams p) {
+  static_assert(kR > 0, "FlatRoleFields: the fields kR > 0 leaves unread");
   const std::uint32_t x = blockIdx.x * blockDim.x + threadIdx.x;
-  const std::uint32_t t = std::uint32_t((std::uint64_t(x) * p.warp_k) >> (p.warp_v & 0xffu));
-  if (t >= (p.warp_v >> 8)) return;
-  if (t < kLateTriggerToken) dependents_launch();
-  decode_body<In, Out, Cos, kR, kN, kDv, kForm, kAnyPart>(p, x - t * p.units, t);
+  const std::uint32_t nnz = p.warp_v >> 8;
+  if constexpr (kDecodeFlatByRole<kForm>) {
+    const std::uint32_t query_end = p.*FlatRoleFields::query_end;
+    if (x < query_end) {
+      const std::uint32_t t = std::uint32_t((std::uint64_t(x) * p.warp_k) >> (p.warp_v & 0xffu));
+      if (t < kLateTriggerToken) dependents_launch();
+      const std::uint32_t units = role_units<kR, kN, kDv, kQueryRole>(p.geometry(), p.num_q_heads);
+      decode_body<In, Out, Cos, kR, kN, kDv, kForm, kQueryRole>(p, x - t * units, t);
+    } else {
+      const std::uint32_t y = x - query_end;
+      const std::uint32_t t = std::uint32_t((std::uint64_t(y) * (p.*FlatRoleFields::cache_m)) >>
+                                            (p.*FlatRoleFields::cache_s));
+      if (t >= nnz) return;
+      if (t < kLateTriggerToken) dependents_launch();
+      const std::uint32_t units = role_units<kR, kN, kDv, kCacheRole>(p.geometry(), p.num_q_heads);
+      decode_body<In, Out, Cos, kR, kN, kDv, kForm, kCacheRole>(p, y - t * units, t);
+    }
+  } else {
+    const std::uint32_t t = std::uint32_t((std::uint64_t(x) * p.warp_k) >> (p.warp_v & 0xffu));
+    if (t >= nnz) return;
+    if (t < kLateTriggerToken) dependents_launch();
+    decode_body<In, Out, Cos, kR, kN, kDv, kForm, kAnyPart>(p, x - t * p.units, t);
+  }
 }
 
 }  // namespace gpu
