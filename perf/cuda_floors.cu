@@ -191,7 +191,10 @@ FloorParams floor_params(const ropekv::Arguments& a, const Shape& s) {
 // units, as the op's loads), rotation, scale step and conversion by the
 // library's element math (the lean body's form), and two 8-byte stores into a
 // contiguous output. No index, no page look-up: what the arithmetic adds to
-// moving the bytes. Two grids: block (x, t), thread i takes u = x *
+// moving the bytes. With PDL it lets the next launch in as the decode kernel
+// does (kLateTriggerToken: a token's units at their start in the first 32
+// tokens, once past the wait in the others), so that its PDL rows bound the
+// fused kernel's with early indices. Two grids: block (x, t), thread i takes u = x *
 // blockDim.x + i (math_floor_kernel), or thread x of a 1D grid takes unit x
 // of the tokens' units back to back, no idle lanes (math_floor_flat_kernel).
 __device__ __forceinline__ void math_floor_unit(const float* cos_sin, const DataFloorParams& d,
@@ -206,6 +209,7 @@ __device__ __forceinline__ void math_floor_unit(const float* cos_sin, const Data
                                                 reinterpret_cast<const char*>(cos_sin),
                                                 unsigned(r.sub), cv, sv);
   gpu::dependency_wait();
+  if (t >= gpu::kLateTriggerToken) gpu::dependents_launch();
   const uint4* x = d.in + t * d.in_units * 2;
   const uint4 a = __ldg(x + u), b = __ldg(x + d.in_units + u);
   uint2 lo, hi;
@@ -218,7 +222,7 @@ __device__ __forceinline__ void math_floor_unit(const float* cos_sin, const Data
 __global__ void math_floor_kernel(const float* cos_sin, const DataFloorParams d, int rotary,
                                   const ropekv::detail::ScaleDivisor div, uint2* out,
                                   std::int64_t nnz) {
-  ropekv::detail::gpu::dependents_launch();
+  if (blockIdx.y < ropekv::detail::gpu::kLateTriggerToken) ropekv::detail::gpu::dependents_launch();
   const int u = int(blockIdx.x * blockDim.x + threadIdx.x);
   if (u >= d.units) return;
   math_floor_unit(cos_sin, d, rotary, div, out, nnz, u, blockIdx.y);
@@ -226,10 +230,10 @@ __global__ void math_floor_kernel(const float* cos_sin, const DataFloorParams d,
 __global__ void math_floor_flat_kernel(const float* cos_sin, const DataFloorParams d, int rotary,
                                        const ropekv::detail::ScaleDivisor div, uint2* out,
                                        std::int64_t nnz, const ropekv::detail::gpu::FlatDivisor q) {
-  ropekv::detail::gpu::dependents_launch();
   const std::uint32_t x = blockIdx.x * blockDim.x + threadIdx.x;
   const std::uint32_t t = std::uint32_t((std::uint64_t(x) * q.m) >> q.s);
   if (t >= nnz) return;
+  if (t < ropekv::detail::gpu::kLateTriggerToken) ropekv::detail::gpu::dependents_launch();
   math_floor_unit(cos_sin, d, rotary, div, out, nnz, int(x - t * std::uint32_t(d.units)), t);
 }
 
