@@ -15,7 +15,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -258,11 +257,10 @@ std::string byte_detail(const HostBuffer& b, std::size_t off, unsigned char want
   return s;
 }
 
-void run_case(const BackendMemory& mem, int index, bool tally = true,
-              const std::function<void(const ropekv::Arguments&)>& before_run = {}) {
+void run_case(const BackendMemory& mem, int index) {
   const Spec s = make_spec(index);
   const std::string what = s.describe();
-  if (tally) tallies().cases_run[mem.name].insert(index);
+  tallies().cases_run[mem.name].insert(index);
   CaseData d = build_case(s);
   EXPECT_TRUE(d.layout_errors.empty()) << what << d.layout_errors;
   if (s.nnz > 0) {
@@ -282,7 +280,6 @@ void run_case(const BackendMemory& mem, int index, bool tally = true,
   // ---- the backend under test
   BackendBuffers dev(mem, d);
   const Arguments dargs = rebase(d, d.args, dev.ptrs());
-  if (before_run) before_run(dargs);
   const ropekv::Result r = ropekv::run(dargs, mem.backend);
   if (r.status == ropekv::Status::kErrorOverlap) {
     FAIL() << what << "\n  ropekv::run rejected output views that share no byte (every element "
@@ -383,7 +380,7 @@ void run_case(const BackendMemory& mem, int index, bool tally = true,
       }
       compared += b.bytes;
     }
-    if (tally) tallies().bytes_compared += compared;
+    tallies().bytes_compared += compared;
   }
   if (!fail.empty()) ADD_FAILURE() << what << "\n  on backend " << mem.name << ":" << fail.report();
 }
@@ -398,12 +395,6 @@ void PrintTo(const GridParam& param, std::ostream* os) {
 void PrintTo(MemoryFn memory, std::ostream* os) { *os << memory().name; }
 
 int grid_num_cases() { return kNumCases; }
-
-void run_grid_case_again(const BackendMemory& mem, int index,
-                         const std::function<void(const ropekv::Arguments&)>& before_run) {
-  ASSERT_NE(mem.backend, ropekv::Backend::kHost) << "the host backend's runs feed the tallies";
-  run_case(mem, index, false, before_run);
-}
 
 std::vector<GridParam> grid_params(MemoryFn memory) {
   std::vector<GridParam> v;

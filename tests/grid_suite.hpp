@@ -20,7 +20,6 @@
 
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -41,12 +40,6 @@ void PrintTo(const GridParam& param, std::ostream* os);
 void PrintTo(MemoryFn memory, std::ostream* os);
 
 int grid_num_cases();
-// Case `index` on `mem` as GridCase.Run runs it, outside the summary's tallies
-// (a second run of a case, e.g. under another launcher tuning), calling
-// `before_run` with the arguments it then runs. Not for the host backend,
-// whose check against the oracle feeds the tallies.
-void run_grid_case_again(const BackendMemory& mem, int index,
-                         const std::function<void(const ropekv::Arguments&)>& before_run);
 std::vector<GridParam> grid_params(MemoryFn memory);
 std::string grid_case_name(const ::testing::TestParamInfo<GridParam>& info);
 std::string grid_summary_name(const ::testing::TestParamInfo<MemoryFn>& info);
