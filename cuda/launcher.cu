@@ -314,8 +314,8 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       // block per token) where it adds no page look-ups (slot mapping) or
       // where an eighth or more of a token's lanes here are idle (the TP8
       // shapes' page tables): 2048-4096 tokens 0.64-0.93 of the time
-      // (perf/RESULTS.md); the wide shapes' page tables, whose query units
-      // skip the look-ups here, 1.08-1.13x slower flat.
+      // (perf/RESULTS.md); the wide shapes' page tables keep this grid
+      // (flat by role 0.90-1.08 of its time by size and shape: no rule).
       const std::uint64_t lanes =
           32u * std::uint64_t(by_part ? d.warp_begin[kParts] : (g.units + 31) / 32);
       const bool idle_lanes = 8 * (lanes - g.units) >= lanes;  // (a block's unused warps exit)
