@@ -40,9 +40,8 @@ struct PreparedLaunch {
   // `params` is prepare_launch's argument: it must outlive the launch.
   const LaunchParams* params = nullptr;
   VecGeometry geometry = {};
-  bool decode_by_part =
-      false;  // the decode kernel's layout (see fused_decode_kernel): by part or role
-  bool decode_flat = false;  // over a 1D grid (fused_decode_flat_kernel): packed or by role
+  bool decode_by_part = false;  // by part or role (fused_decode_kernel, flat: by role)
+  bool decode_flat = false;     // over a 1D grid (fused_decode_flat_kernel)
   DecodeParams decode;
   BulkPlan bulk;  // the bulk kernel's third argument
 };

@@ -345,9 +345,9 @@ TEST(CudaLauncher, DecodeBlocksOfUpToEightWarpsForLargeLaunchesWithoutPdl) {
 // The flat decode layout where the rows kernel's grid would hold every token
 // in one wave (a team a token): gpt-oss TP8's 40 units a token at 64 tokens
 // a multiprocessor (the rows kernel's blocks: one a multiprocessor), blocks
-// of 128 threads over the tokens' units back to back (page tables: by
-// role); not where the rows
-// kernel's teams loop (200000 tokens) or the overrides say otherwise.
+// of 128 threads over the tokens' units back to back (page tables: by role);
+// not where the rows kernel's teams loop (200000 tokens) or the overrides
+// say otherwise.
 TEST(CudaLauncher, FlatDecodeLayoutWhereRowsTeamsTakeOneToken) {
   if (!backend_available(Backend::kCuda))
     GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)";

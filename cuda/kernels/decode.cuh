@@ -418,8 +418,8 @@ __global__ void __launch_bounds__(kVecBlock, kMinBlocks) fused_decode_kernel(con
 // (no idle lanes past a token's last unit):
 //  * packed (slot mapping): thread x takes unit x % units of token x / units;
 //  * by role (page tables, kIndexTable32): the query role's units of every
-//    token first (kDecodeFlatQueryEnd threads), then the cache role's, so
-//    that only the cache role's warps look pages up (one warp mixes them).
+//    token first (FlatRoleFields::query_end threads), then the cache role's,
+//    so that only the cache role's warps look pages up (one warp mixes them).
 // Each role's quotient is (x * m) >> s (flat_divisor), exact for x < 2^31:
 // packed and the query role take m, s from warp_k and warp_v & 0xff; the
 // cache role from the fields only kR == 0 reads (FlatRoleFields); warp_v >>
