@@ -48,12 +48,10 @@ bool strides_fit32(const LaunchParams& p);
 // Whether the decode kernel can take p: its strides in 32 bits and a part's
 // units in 16 (DecodePart).
 bool decode_fits(const LaunchParams& p, const VecGeometry& g);
-// A 1D grid's token of thread x as (x * m) >> s, exact for x < 2^31: k =
-// ceil(log2 units), m = ceil(2^(31+k) / units) < 2^32, s = 31 + k (the flat
-// decode layout; the perf suite's flat math floor).
-struct FlatDivisor {
-  std::uint32_t m, s;
-};
+// The divisor of a 1D grid by `units` threads a token (FlatDivisor,
+// ROPEKV_FLAT_QUOTIENT: kernels/decode.cuh), exact for x < 2^31: k = ceil(log2
+// units), m = ceil(2^(31+k) / units) < 2^32, s = 31 + k (the flat decode
+// layout; the perf suite's flat math floor).
 FlatDivisor flat_divisor(std::uint32_t units);
 // Whether a 1D grid of `units` threads in blocks of `block` keeps every
 // thread's index under 2^31 (flat_divisor's bound).

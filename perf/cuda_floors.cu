@@ -231,7 +231,7 @@ __global__ void math_floor_flat_kernel(const float* cos_sin, const DataFloorPara
                                        const ropekv::detail::ScaleDivisor div, uint2* out,
                                        std::int64_t nnz, const ropekv::detail::gpu::FlatDivisor q) {
   const std::uint32_t x = blockIdx.x * blockDim.x + threadIdx.x;
-  const std::uint32_t t = std::uint32_t((std::uint64_t(x) * q.m) >> q.s);
+  const std::uint32_t t = ROPEKV_FLAT_QUOTIENT(x, q);
   if (t >= nnz) return;
   if (t < ropekv::detail::gpu::kLateTriggerToken) ropekv::detail::gpu::dependents_launch();
   math_floor_unit(cos_sin, d, rotary, div, out, nnz, int(x - t * std::uint32_t(d.units)), t);

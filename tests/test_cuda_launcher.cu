@@ -552,3 +552,38 @@ TEST(CudaLauncherBulk, PlanFollowsTheInputsPlaces) {
   ropekv_test::set_bulk_tuning(false);
   EXPECT_NE(decide(params(20000, base)).path, gpu::Path::kBulk);  // the override only
 }
+
+// The flat grids' token of thread x (ROPEKV_FLAT_QUOTIENT, flat_divisor)
+// against x / units, at the quotient's worst points: the last thread of a
+// token (largest remainder) and the first of the next, for tokens spread
+// over the whole range below 2^31 (flat_grid_fits' bound), and unit counts
+// from 1 to beyond the decode kernel's 16-bit parts. Arithmetic only: no
+// device needed.
+TEST(CudaLauncher, FlatQuotientIsExactBelowTwoToThe31) {
+  const std::uint64_t limit = std::uint64_t(1) << 31;
+  std::uint64_t checked = 0, wrong = 0;
+  std::string first_wrong;
+  auto check_units = [&](std::uint32_t units) {
+    const gpu::FlatDivisor d = gpu::flat_divisor(units);
+    const std::uint64_t tokens = (limit - 1) / units + 1;  // tokens with a thread below 2^31
+    const std::uint64_t step = tokens / 4096 + 1;
+    auto check_token = [&](std::uint64_t t) {
+      for (const std::uint64_t x : {t * units, t * units + units - 1}) {
+        if (x >= limit) continue;
+        ++checked;
+        const std::uint32_t got = ROPEKV_FLAT_QUOTIENT(std::uint32_t(x), d);
+        if (got != x / units && wrong++ == 0)
+          first_wrong = "units " + std::to_string(units) + ", thread " + std::to_string(x) + ": " +
+                        std::to_string(got) + " instead of " + std::to_string(x / units);
+      }
+    };
+    for (std::uint64_t t = 0; t < tokens; t += step) check_token(t);
+    for (std::uint64_t t = tokens > 64 ? tokens - 64 : 0; t < tokens; ++t) check_token(t);
+  };
+  for (std::uint32_t units = 1; units <= 4096; ++units) check_units(units);
+  for (const std::uint32_t units :
+       {6000u, 40000u, 65535u, 65536u, 65537u, 196605u, 1u << 20, (1u << 20) + 1, 1000003u})
+    check_units(units);
+  EXPECT_EQ(wrong, 0u) << first_wrong;
+  EXPECT_GT(checked, 4096u * 8192u);  // every unit count, thousands of tokens each
+}

@@ -420,7 +420,7 @@ __global__ void __launch_bounds__(kVecBlock, kMinBlocks) fused_decode_kernel(con
 //  * by role (page tables, kIndexTable32): the query role's units of every
 //    token first (FlatRoleFields::query_end threads), then the cache role's,
 //    so that only the cache role's warps look pages up (one warp mixes them).
-// Each role's quotient is (x * m) >> s (flat_divisor), exact for x < 2^31:
+// Each role's token is ROPEKV_FLAT_QUOTIENT (below) of its thread index:
 // packed and the query role take m, s from warp_k and warp_v & 0xff; the
 // cache role from the fields only kR == 0 reads (FlatRoleFields); warp_v >>
 // 8 is the token count (fill_decode_shape, flat). 48 registers: faster than
@@ -428,6 +428,15 @@ __global__ void __launch_bounds__(kVecBlock, kMinBlocks) fused_decode_kernel(con
 // (perf/RESULTS.md).
 template <int kForm>
 constexpr bool kDecodeFlatByRole = kForm == kIndexTable32;
+// A flat grid's divisor by a token's units: thread x's token is (x * m) >>
+// s, exact for x < 2^31 (flat_divisor, cuda/launch_geometry.hpp, makes it).
+struct FlatDivisor {
+  std::uint32_t m, s;
+};
+// Thread x's token under FlatDivisor d, x a std::uint32_t. A macro, not a
+// function: as an inline function nvcc compiles the flat kernels to other
+// code (a 32-bit compare for the 64-bit mask; two kernels spill 4 bytes more).
+#define ROPEKV_FLAT_QUOTIENT(x, d) std::uint32_t((std::uint64_t(x) * (d).m) >> (d).s)
 // Where the flat by-role layout keeps its cache role's divisor and the
 // query role's end (nnz times its units a token): in rot_sub, nope_sub and
 // v_sub, which kernels of a fixed shape (kR > 0, the flat kernels') never read.
@@ -446,21 +455,21 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeManyMinBlocks)
   if constexpr (kDecodeFlatByRole<kForm>) {
     const std::uint32_t query_end = p.*FlatRoleFields::query_end;
     if (x < query_end) {
-      const std::uint32_t t = std::uint32_t((std::uint64_t(x) * p.warp_k) >> (p.warp_v & 0xffu));
+      const std::uint32_t t = ROPEKV_FLAT_QUOTIENT(x, (FlatDivisor{p.warp_k, p.warp_v & 0xffu}));
       if (t < kLateTriggerToken) dependents_launch();
       const std::uint32_t units = role_units<kR, kN, kDv, kQueryRole>(p.geometry(), p.num_q_heads);
       decode_body<In, Out, Cos, kR, kN, kDv, kForm, kQueryRole>(p, x - t * units, t);
     } else {
       const std::uint32_t y = x - query_end;
-      const std::uint32_t t = std::uint32_t((std::uint64_t(y) * (p.*FlatRoleFields::cache_m)) >>
-                                            (p.*FlatRoleFields::cache_s));
+      const std::uint32_t t = ROPEKV_FLAT_QUOTIENT(
+          y, (FlatDivisor{p.*FlatRoleFields::cache_m, p.*FlatRoleFields::cache_s}));
       if (t >= nnz) return;
       if (t < kLateTriggerToken) dependents_launch();
       const std::uint32_t units = role_units<kR, kN, kDv, kCacheRole>(p.geometry(), p.num_q_heads);
       decode_body<In, Out, Cos, kR, kN, kDv, kForm, kCacheRole>(p, y - t * units, t);
     }
   } else {
-    const std::uint32_t t = std::uint32_t((std::uint64_t(x) * p.warp_k) >> (p.warp_v & 0xffu));
+    const std::uint32_t t = ROPEKV_FLAT_QUOTIENT(x, (FlatDivisor{p.warp_k, p.warp_v & 0xffu}));
     if (t >= nnz) return;
     if (t < kLateTriggerToken) dependents_launch();
     decode_body<In, Out, Cos, kR, kN, kDv, kForm, kAnyPart>(p, x - t * p.units, t);
