@@ -20,6 +20,8 @@
 //                            only the step timed (what a launch's eviction of
 //                            the step's code and data costs it); 20000
 //                            iterations unless --iterations=N says otherwise
+//   api/stepfields-moving[-cold]/SHAPE  the same two given only the step's
+//                            fields (ropekv::Step: PreparedCall::run(step))
 //   api/run-nodevice/B/SHAPE run() on a device backend B without a device: its
 //                            whole path up to the launch (selection, rules, the
 //                            device check), which then reports kErrorNoDevice
@@ -134,11 +136,15 @@ std::unique_ptr<Call> make_call(const std::string& shape, std::int64_t nnz, bool
 // between x and y. cold: ROPEKV_API_COLD_MB (default 2: more than a core's
 // L2, as a launch's driver work evicts; more reaches the L3) of memory
 // written between steps, and only the step timed (manual time).
-void time_steps(benchmark::State& st, const Arguments& x, const Arguments& y, bool cold) {
+// Step: Arguments (the whole arguments compared) or ropekv::Step (their step
+// fields alone, step_of).
+template <class Step>
+void time_steps(benchmark::State& st, const Arguments& x, const Step& sx, const Step& sy,
+                bool cold) {
   detail::StepPlan* plan = detail::new_step_plan();
   if (plan == nullptr) std::abort();
   detail::fill_step_plan(plan, x);
-  const Arguments* a[2] = {&x, &y};
+  const Step* a[2] = {&sx, &sy};
   const char* mb = std::getenv("ROPEKV_API_COLD_MB");
   std::vector<std::uint64_t> junk(cold ? std::size_t(mb ? std::atoi(mb) : 2) << 17 : 0);
   std::size_t i = 0;
@@ -175,17 +181,22 @@ void register_call(const Call* c, const Call* twin) {
       benchmark::DoNotOptimize(p);
     }
   });
+  const Arguments &x = c->args, &y = twin->args;
   reg(("api/step/" + c->name).c_str(),
-      [c](benchmark::State& st) { time_steps(st, c->args, c->args, false); });
-  reg(("api/step-changed/" + c->name).c_str(), [c](benchmark::State& st) {
-    Arguments changed = c->args;
+      [&x](benchmark::State& st) { time_steps(st, x, x, x, false); });
+  reg(("api/step-changed/" + c->name).c_str(), [&x](benchmark::State& st) {
+    Arguments changed = x;
     changed.stream = reinterpret_cast<void*>(std::uintptr_t(0x100));  // never launched on
-    time_steps(st, c->args, changed, false);
+    time_steps(st, x, x, changed, false);
   });
   reg(("api/step-moving/" + c->name).c_str(),
-      [c, twin](benchmark::State& st) { time_steps(st, c->args, twin->args, false); });
+      [&x, &y](benchmark::State& st) { time_steps(st, x, x, y, false); });
   reg(("api/step-moving-cold/" + c->name).c_str(),
-      [c, twin](benchmark::State& st) { time_steps(st, c->args, twin->args, true); }, true);
+      [&x, &y](benchmark::State& st) { time_steps(st, x, x, y, true); }, true);
+  reg(("api/stepfields-moving/" + c->name).c_str(),
+      [&x, &y](benchmark::State& st) { time_steps(st, x, step_of(x), step_of(y), false); });
+  reg(("api/stepfields-moving-cold/" + c->name).c_str(),
+      [&x, &y](benchmark::State& st) { time_steps(st, x, step_of(x), step_of(y), true); }, true);
   if (backend_compiled(Backend::kHost)) {
     reg(("api/prepared/host/" + c->name).c_str(), [c](benchmark::State& st) {
       PreparedCall call(Backend::kHost);

@@ -1,7 +1,8 @@
 // PreparedCall on every backend (instantiated with the regression suite,
-// regression_suite.hpp): a prepared call's steps write exactly what run()
-// writes, a bad step reports exactly what validate() reports and writes
-// nothing, and a call with another shape is validated in full.
+// regression_suite.hpp): a prepared call's steps, given as whole arguments
+// or as their step fields (ropekv::Step), write exactly what run() writes,
+// a bad step reports exactly what validate() reports and writes nothing,
+// and a call with another shape is validated in full.
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -53,7 +54,14 @@ std::string describe(const Result& r) {
   return std::string(ropekv::to_string(r.status)) + ": " + r.message;
 }
 
-}  // namespace
+// The two ways to give a prepared call a step: the whole arguments, or
+// their step fields alone.
+enum class Form { kArguments, kStep };
+const Form kForms[] = {Form::kArguments, Form::kStep};
+const char* name(Form f) { return f == Form::kStep ? "run(step_of(args))" : "run(args)"; }
+Result run_as(PreparedCall& call, Form f, const Arguments& a) {
+  return f == Form::kStep ? call.run(ropekv::step_of(a)) : call.run(a);
+}
 
 // Steps that change the token count, the slots (padding included) and where
 // the query output goes (its rotary and non-rotary parts interleaved in one
@@ -61,9 +69,7 @@ std::string describe(const Result& r) {
 // call keeps), and steps whose arguments repeat the last step's (the first,
 // as prepared; the sixth): every buffer equal to run()'s after every step,
 // and each step took the step path.
-TEST_P(PreparedCallSuite, StepsWriteWhatRunWrites) {
-  const BackendMemory& mem = GetParam().memory();
-  if (!mem.available()) GTEST_SKIP() << mem.name << ": " << mem.why_unavailable;
+void steps_write_what_run_writes(const BackendMemory& mem, Form form) {
   Gqa g;
   g.nnz = 6;
   Twin t(mem);
@@ -80,18 +86,19 @@ TEST_P(PreparedCallSuite, StepsWriteWhatRunWrites) {
 
   PreparedCall call(mem.backend);
   ASSERT_TRUE(call.prepare(t.prepared.on_backend(t.a_prepared)).ok());
-  struct Step {
+  struct StepCase {
     std::int64_t nnz;
     std::vector<std::int64_t> slots;
     bool move_query_output;
   };
-  const Step steps[] = {{6, {0, 1, 2, 3, 4, 5}, false},       {3, {20, 21, 22, 0, 0, 0}, false},
-                        {0, {0, 0, 0, 0, 0, 0}, false},       {6, {40, -1, 41, -1, 42, 63}, true},
-                        {6, {10, 11, -1, 13, 14, 15}, false},  // same count, data moved back
-                        {6, {30, 31, 32, -1, 34, 35}, false},  // the same arguments, new slots
-                        {1, {9, 0, 0, 0, 0, 0}, true}};
+  const StepCase steps[] = {
+      {6, {0, 1, 2, 3, 4, 5}, false},       {3, {20, 21, 22, 0, 0, 0}, false},
+      {0, {0, 0, 0, 0, 0, 0}, false},       {6, {40, -1, 41, -1, 42, 63}, true},
+      {6, {10, 11, -1, 13, 14, 15}, false},  // same count, data moved back
+      {6, {30, 31, 32, -1, 34, 35}, false},  // the same arguments, new slots
+      {1, {9, 0, 0, 0, 0, 0}, true}};
   int step_index = 0;
-  for (const Step& s : steps) {
+  for (const StepCase& s : steps) {
     SCOPED_TRACE("step " + std::to_string(step_index++));
     set_slots(t, s.slots);
     Arguments ap = first_tokens(t.a_prepared, s.nnz), aq = first_tokens(t.a_plain, s.nnz);
@@ -99,7 +106,8 @@ TEST_P(PreparedCallSuite, StepsWriteWhatRunWrites) {
       ap = first_tokens(moved(t.a_prepared, q2_prepared), s.nnz);
       aq = first_tokens(moved(t.a_plain, q2_plain), s.nnz);
     }
-    const Result rp = t.prepared.run_with(ap, [&](const Arguments& a) { return call.run(a); });
+    const Result rp =
+        t.prepared.run_with(ap, [&](const Arguments& a) { return run_as(call, form, a); });
     const Result rq = t.plain.run(aq);
     ASSERT_TRUE(rp.ok()) << describe(rp);
     ASSERT_TRUE(rq.ok()) << describe(rq);
@@ -107,6 +115,17 @@ TEST_P(PreparedCallSuite, StepsWriteWhatRunWrites) {
     const auto a = t.prepared.snapshot(), b = t.plain.snapshot();
     ASSERT_EQ(a.size(), b.size());
     for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "buffer " << i;
+  }
+}
+
+}  // namespace
+
+TEST_P(PreparedCallSuite, StepsWriteWhatRunWrites) {
+  const BackendMemory& mem = GetParam().memory();
+  if (!mem.available()) GTEST_SKIP() << mem.name << ": " << mem.why_unavailable;
+  for (const Form form : kForms) {
+    SCOPED_TRACE(name(form));
+    steps_write_what_run_writes(mem, form);
   }
 }
 
@@ -139,33 +158,40 @@ TEST_P(PreparedCallSuite, BadStepsReportWhatValidateReports) {
       {"negative token count", [](Arguments& a, unsigned char*) { a = first_tokens(a, -1); }},
   };
   // A bad step: it reports what validate() reports and writes nothing.
-  const auto reports_what_validate_reports = [&](const Arguments& a) {
+  const auto reports_what_validate_reports = [&](const Arguments& a, Form form) {
     const Result want = b.validate(a, mem.backend);
     ASSERT_FALSE(want.ok());
     const auto before = b.snapshot();
-    const Result got = b.run_with(a, [&](const Arguments& d) { return call.run(d); });
+    const Result got = b.run_with(a, [&](const Arguments& d) { return run_as(call, form, d); });
     EXPECT_EQ(got.status, want.status) << describe(got) << " vs " << describe(want);
     EXPECT_STREQ(got.message, want.message);
     EXPECT_FALSE(call.last_run_was_step());
     EXPECT_EQ(b.first_change(before), "");
   };
-  for (const Bad& x : bad) {
-    SCOPED_TRACE(x.what);
-    Arguments a = good;
-    x.mutate(a, odd);
-    reports_what_validate_reports(a);
-    const Result again = b.run_with(good, [&](const Arguments& d) { return call.run(d); });
-    EXPECT_TRUE(again.ok()) << describe(again);
-    EXPECT_TRUE(call.last_run_was_step());
+  for (const Form form : kForms) {
+    SCOPED_TRACE(name(form));
+    ASSERT_TRUE(call.prepare(b.on_backend(good)).ok());
+    for (const Bad& x : bad) {
+      SCOPED_TRACE(x.what);
+      Arguments a = good;
+      x.mutate(a, odd);
+      // A Step has one token count: views that disagree cannot be given.
+      if (form == Form::kStep && a.positions.extent[0] != a.q_rope.extent[0]) continue;
+      reports_what_validate_reports(a, form);
+      const Result again =
+          b.run_with(good, [&](const Arguments& d) { return run_as(call, form, d); });
+      EXPECT_TRUE(again.ok()) << describe(again);
+      EXPECT_TRUE(call.last_run_was_step());
+    }
+    // Prepared with no tokens, no span of a per-token view is checked: here
+    // (Hq - 1) x q_rope's head stride wraps past 2^64 to a few elements. A
+    // step with tokens must still report what validate() reports.
+    SCOPED_TRACE("span overflow after a call with no tokens");
+    Arguments empty = first_tokens(good, 0);
+    empty.q_rope.stride[1] = std::int64_t(UINT64_MAX / std::uint64_t(g.hq - 1) + 1);
+    ASSERT_TRUE(call.prepare(b.on_backend(empty)).ok());
+    reports_what_validate_reports(first_tokens(empty, 1), form);
   }
-  // Prepared with no tokens, no span of a per-token view is checked: here
-  // (Hq - 1) x q_rope's head stride wraps past 2^64 to a few elements. A
-  // step with tokens must still report what validate() reports.
-  SCOPED_TRACE("span overflow after a call with no tokens");
-  Arguments empty = first_tokens(good, 0);
-  empty.q_rope.stride[1] = std::int64_t(UINT64_MAX / std::uint64_t(g.hq - 1) + 1);
-  ASSERT_TRUE(call.prepare(b.on_backend(empty)).ok());
-  reports_what_validate_reports(first_tokens(empty, 1));
 }
 
 // Another shape (here the query output's dtype) is validated in full,
@@ -194,8 +220,9 @@ TEST_P(PreparedCallSuite, AnotherShapeIsValidatedInFull) {
   EXPECT_TRUE(call.last_run_was_step());
 }
 
-// run() before prepare(): a bad call leaves it unprepared; the first good
-// one is validated in full and prepares it; the next takes the step path.
+// run() before prepare(): run(step) reports that nothing is prepared and
+// runs nothing; a bad call leaves it unprepared; the first good one is
+// validated in full and prepares it; the next takes the step path.
 TEST_P(PreparedCallSuite, RunWithoutPrepare) {
   const BackendMemory& mem = GetParam().memory();
   if (!mem.available()) GTEST_SKIP() << mem.name << ": " << mem.why_unavailable;
@@ -204,9 +231,15 @@ TEST_P(PreparedCallSuite, RunWithoutPrepare) {
   const Arguments a = gqa_call(b, g, identity_slots(g.nnz), 11);
   PreparedCall call(mem.backend);
   EXPECT_FALSE(call.prepared());
+  const auto before = b.snapshot();
+  const Result r = b.run_with(a, [&](const Arguments& d) { return run_as(call, Form::kStep, d); });
+  EXPECT_EQ(r.status, ropekv::Status::kErrorInvalidArgument) << describe(r);
+  EXPECT_NE(std::string(r.message).find("nothing prepared"), std::string::npos) << r.message;
+  EXPECT_FALSE(call.prepared());
+  EXPECT_FALSE(call.last_run_was_step());
+  EXPECT_EQ(b.first_change(before), "");
   Arguments bad = a;
   bad.q_rope.data = nullptr;
-  const auto before = b.snapshot();
   EXPECT_FALSE(b.run_with(bad, [&](const Arguments& d) { return call.run(d); }).ok());
   EXPECT_FALSE(call.prepared());
   EXPECT_EQ(b.first_change(before), "");
@@ -217,6 +250,42 @@ TEST_P(PreparedCallSuite, RunWithoutPrepare) {
   ASSERT_TRUE(b.run_with(a, [&](const Arguments& d) { return call.run(d); }).ok());
   EXPECT_TRUE(call.last_run_was_step());
   EXPECT_EQ(b.snapshot(), once);  // the same call again writes the same bytes
+}
+
+// A step that makes a host scale a device one (and back) is not a step: it
+// is validated in full and written as run() writes the arguments it makes,
+// which then are the prepared ones (the same step again takes the step path).
+TEST_P(PreparedCallSuite, StepMovingAScaleToTheDeviceIsValidatedInFull) {
+  const BackendMemory& mem = GetParam().memory();
+  if (!mem.available()) GTEST_SKIP() << mem.name << ": " << mem.why_unavailable;
+  Gqa g;
+  Twin t(mem);
+  build(t, g);
+  const float k_scale = t.a_prepared.k_scale.value;
+  unsigned char* scale_prepared = t.prepared.add("k_scale", sizeof(float), false);
+  unsigned char* scale_plain = t.plain.add("k_scale", sizeof(float), false);
+  std::memcpy(scale_prepared, &k_scale, sizeof k_scale);
+  std::memcpy(scale_plain, &k_scale, sizeof k_scale);
+  Arguments on_prepared = t.a_prepared, on_plain = t.a_plain;
+  on_prepared.k_scale.device = reinterpret_cast<const float*>(scale_prepared);
+  on_plain.k_scale.device = reinterpret_cast<const float*>(scale_plain);
+
+  PreparedCall call(mem.backend);
+  ASSERT_TRUE(call.prepare(t.prepared.on_backend(t.a_prepared)).ok());
+  const auto step = [&](const Arguments& a) {
+    return t.prepared.run_with(a, [&](const Arguments& d) { return run_as(call, Form::kStep, d); });
+  };
+  for (const bool device : {true, false}) {
+    SCOPED_TRACE(device ? "to the device" : "back to the host value");
+    const Arguments& ap = device ? on_prepared : t.a_prepared;
+    const Result rp = step(ap);
+    ASSERT_TRUE(rp.ok()) << describe(rp);
+    EXPECT_FALSE(call.last_run_was_step());
+    ASSERT_TRUE(t.plain.run(device ? on_plain : t.a_plain).ok());
+    EXPECT_EQ(t.prepared.snapshot(), t.plain.snapshot());
+    ASSERT_TRUE(step(ap).ok());
+    EXPECT_TRUE(call.last_run_was_step());
+  }
 }
 
 }  // namespace ropekv_test

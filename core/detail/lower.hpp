@@ -24,6 +24,10 @@ void delete_step_plan(StepPlan* plan) noexcept;
 // else validate_step(plan, args), then plan.lowered's step fields from
 // args; false: lower() decides.
 bool lower_step(StepPlan& plan, const Arguments& args) noexcept;
+// The same for plan.last_step with step's fields (apply_step), written into
+// plan.last_step when the re-check passes; false (plan unchanged but for
+// extent 0 of views the call does not use): lower() decides.
+bool lower_step(StepPlan& plan, const Step& step) noexcept;
 
 }  // namespace detail
 }  // namespace ropekv

@@ -91,6 +91,15 @@ void plan_shape(StepPlan* plan, const Arguments& validated) noexcept;
 // passes every rule those fields enter. False: validate_arguments() decides,
 // and names the rule.
 bool validate_step(const StepPlan& plan, const Arguments& args) noexcept;
+// Step (ropekv.hpp) and Arguments: step's fields written into *a (each
+// view's data, extent 0 of each present view whose dim 0 a step may change,
+// the scalars' pointers, the stream), and a's step fields (ropekv::step_of).
+void apply_step(const Step& step, Arguments* a) noexcept;
+Step step_of_arguments(const Arguments& a) noexcept;
+// validate_step for args that differ from plan.last_step at most in what
+// apply_step writes, with the same scalars set (null or not): every rule
+// the step's fields enter.
+bool recheck_step(const StepPlan& plan, const Arguments& args) noexcept;
 
 }  // namespace detail
 }  // namespace ropekv

@@ -143,5 +143,24 @@ bool lower_step(StepPlan& plan, const Arguments& args) noexcept {
   return true;
 }
 
+static_assert(std::is_trivially_copyable<Step>::value, "lower_step compares Step's bytes");
+bool lower_step(StepPlan& plan, const Step& step) noexcept {
+  const Step last = step_of_arguments(plan.last_step);
+  if (std::memcmp(&last, &step, sizeof step) == 0) return true;  // lowered holds it
+  // A step keeps which scales are device pointers and whether the counter is set.
+  const auto set = [](const Step& s) {
+    return (s.q_scale != nullptr) | (s.k_scale != nullptr) << 1 | (s.v_scale != nullptr) << 2 |
+           (s.skipped_tokens != nullptr) << 3;
+  };
+  if (set(last) != set(step)) return false;
+  apply_step(step, &plan.last_step);
+  if (!recheck_step(plan, plan.last_step)) {
+    apply_step(last, &plan.last_step);
+    return false;
+  }
+  lower_data(plan.last_step, plan.lowered);
+  return true;
+}
+
 }  // namespace detail
 }  // namespace ropekv

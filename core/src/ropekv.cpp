@@ -104,4 +104,25 @@ Result PreparedCall::run(const Arguments& args) noexcept {
   return r;
 }
 
+Result PreparedCall::run(const Step& step) noexcept {
+  last_step_ = false;
+  if (plan_ == nullptr)
+    return detail::make_result(Status::kErrorInvalidArgument,
+                               "PreparedCall::run(step): nothing prepared (prepare(args) or "
+                               "run(args) first)");
+  const detail::BackendOps* ops = nullptr;
+  if (detail::lower_step(*plan_, step) && detail::select_backend(backend_, &ops).ok()) {
+    last_step_ = true;
+    return detail::launch_on(*ops, plan_->lowered, &plan_->launch_state);
+  }
+  // A step that breaks a rule: every rule on the arguments it makes.
+  Arguments args = plan_->last_step;
+  detail::apply_step(step, &args);
+  const Result r = ropekv::run(args, backend_);
+  if (r.ok()) (void)keep(args);
+  return r;
+}
+
+Step step_of(const Arguments& args) noexcept { return detail::step_of_arguments(args); }
+
 }  // namespace ropekv

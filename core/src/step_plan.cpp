@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "detail/argument_table.hpp"
 #include "detail/overlap.hpp"
@@ -283,6 +284,103 @@ void plan_shape(StepPlan* plan, const Arguments& validated) noexcept {
     e.n_i = v.view[i]->extent[0];
     e.n_j = v.view[j]->extent[0];
   }
+}
+
+// Step (ropekv.hpp) holds each view's data and each scalar's pointer in
+// kViews' order, one pointer-sized word each, then its sizes.
+#define ROPEKV_STEP_AT(field, id)                                         \
+  static_assert(offsetof(Step, field) == std::size_t(id) * sizeof(void*), \
+                "Step: " #field " out of kViews' order")
+ROPEKV_STEP_AT(q_rope, kQRope);
+ROPEKV_STEP_AT(q_nope, kQNope);
+ROPEKV_STEP_AT(k_rope, kKRope);
+ROPEKV_STEP_AT(k_nope, kKNope);
+ROPEKV_STEP_AT(v, kV);
+ROPEKV_STEP_AT(q_rope_out, kQRopeOut);
+ROPEKV_STEP_AT(q_nope_out, kQNopeOut);
+ROPEKV_STEP_AT(k_cache_rope, kKCacheRope);
+ROPEKV_STEP_AT(k_cache_nope, kKCacheNope);
+ROPEKV_STEP_AT(v_cache, kVCache);
+ROPEKV_STEP_AT(cos_sin_cache, kCosSin);
+ROPEKV_STEP_AT(positions, kPositions);
+ROPEKV_STEP_AT(q_scale, kQScale);
+ROPEKV_STEP_AT(k_scale, kKScale);
+ROPEKV_STEP_AT(v_scale, kVScale);
+ROPEKV_STEP_AT(skipped_tokens, kSkipped);
+ROPEKV_STEP_AT(slot_mapping, kSlotMapping);
+ROPEKV_STEP_AT(kv_indices, kKvIndices);
+ROPEKV_STEP_AT(kv_indptr, kKvIndptr);
+ROPEKV_STEP_AT(batch_indices, kBatchIndices);
+ROPEKV_STEP_AT(kv_positions, kKvPositions);
+#undef ROPEKV_STEP_AT
+static_assert(offsetof(Step, nnz) == kNumViews * sizeof(void*) &&
+                  std::has_unique_object_representations_v<Step>,
+              "Step: the pointers, then the sizes, no padding (steps are compared as bytes)");
+
+namespace {
+// Step's field for size z (a size a step may change: size_spec(z).per_step).
+template <class S>
+auto step_size(S& s, Size z) -> decltype(&s.nnz) {
+  switch (z) {
+    case Size::kEntries: return &s.num_kv_indices;
+    case Size::kIndptr: return &s.kv_indptr_size;
+    default: return &s.nnz;
+  }
+}
+constexpr bool step_sizes_named() {
+  for (std::size_t z = 0; z < std::size_t(Size::kCount); ++z)
+    if (size_spec(Size(z)).per_step && Size(z) != Size::kNnz && Size(z) != Size::kEntries &&
+        Size(z) != Size::kIndptr)
+      return false;
+  return true;
+}
+static_assert(step_sizes_named(), "a size a step may change without a field in Step");
+}  // namespace
+
+void apply_step(const Step& step, Arguments* a) noexcept {
+  walk<kNumViews>([&](auto i) {
+    constexpr const ViewSpec& s = kViews[decltype(i)::value];
+    char* field = reinterpret_cast<char*>(a) + s.offset;
+    const char* word = reinterpret_cast<const char*>(&step) + s.id * sizeof(void*);
+    if constexpr (is_scalar(s.role)) {
+      std::memcpy(field, word, sizeof(void*));
+    } else {
+      TensorView& t = *reinterpret_cast<TensorView*>(field);
+      std::memcpy(&t.data, word, sizeof(void*));
+      if constexpr (size_spec(s.dim[0].size).per_step) {
+        if (t.rank > 0) t.extent[0] = *step_size(step, s.dim[0].size);
+      }
+    }
+    return true;
+  });
+  a->stream = step.stream;
+}
+
+Step step_of_arguments(const Arguments& a) noexcept {
+  Step step;
+  walk<kNumViews>([&](auto i) {
+    constexpr const ViewSpec& s = kViews[decltype(i)::value];
+    const char* field = reinterpret_cast<const char*>(&a) + s.offset;
+    char* word = reinterpret_cast<char*>(&step) + s.id * sizeof(void*);
+    if constexpr (is_scalar(s.role)) {
+      std::memcpy(word, field, sizeof(void*));
+    } else {
+      const TensorView& t = *reinterpret_cast<const TensorView*>(field);
+      std::memcpy(word, &t.data, sizeof(void*));
+      // Each size from the view that defines it (q_rope, kv_indices, kv_indptr).
+      constexpr Size z = s.dim[0].size;
+      if constexpr (size_spec(z).per_step && s.dim[0].check == Check::kDefines) {
+        *step_size(step, z) = t.rank > 0 ? t.extent[0] : 0;
+      }
+    }
+    return true;
+  });
+  step.stream = a.stream;
+  return step;
+}
+
+bool recheck_step(const StepPlan& plan, const Arguments& args) noexcept {
+  return run_step(plan, args);
 }
 
 bool validate_step(const StepPlan& plan, const Arguments& args) noexcept {

@@ -308,6 +308,40 @@ Result run(const Arguments& args, Backend backend = Backend::kAuto) noexcept;
 //   ropekv::PreparedCall call(ropekv::Backend::kCuda);  // per layer
 //   call.prepare(args);                                 // optional
 //   for (each step) { set args' pointers and nnz; call.run(args); }
+//
+// Or, cheaper per step, only the fields a step changes (Step):
+//
+//   call.prepare(args);
+//   ropekv::Step step = ropekv::step_of(args);
+//   for (each step) { set step's pointers and nnz; call.run(step); }
+
+// The fields of Arguments a prepared call's step may change, by the names
+// Arguments gives them: each view's data, the token count (extent 0 of the
+// per-token views), the page table's lengths, the device scale and
+// checked-mode counter pointers, the stream. PreparedCall::run(const Step&)
+// takes every other field from the prepared arguments. The data of a view
+// the call does not use is ignored.
+struct Step {
+  void *q_rope = nullptr, *q_nope = nullptr, *k_rope = nullptr, *k_nope = nullptr, *v = nullptr;
+  void *q_rope_out = nullptr, *q_nope_out = nullptr;
+  void *k_cache_rope = nullptr, *k_cache_nope = nullptr, *v_cache = nullptr;
+  void *cos_sin_cache = nullptr, *positions = nullptr;
+  // Device scales (Scale::device): null where the prepared scale is a host
+  // value, set where it is a device pointer (a step keeps which).
+  const float *q_scale = nullptr, *k_scale = nullptr, *v_scale = nullptr;
+  unsigned long long* skipped_tokens =
+      nullptr;  // checked mode's counter (null or not, as prepared)
+  // cache_index's arrays.
+  void *slot_mapping = nullptr, *kv_indices = nullptr, *kv_indptr = nullptr;
+  void *batch_indices = nullptr, *kv_positions = nullptr;
+  std::int64_t nnz = 0;
+  std::int64_t num_kv_indices = 0;  // extent 0 of cache_index.kv_indices
+  std::int64_t kv_indptr_size = 0;  // extent 0 of cache_index.kv_indptr: batch + 1
+  void* stream = nullptr;
+};
+// The step fields of args (what PreparedCall::run(step_of(args)) runs with).
+Step step_of(const Arguments& args) noexcept;
+
 namespace detail {
 struct StepPlan;
 }
@@ -327,6 +361,12 @@ class PreparedCall {
   // Safe inside graph capture as ropekv::run() is; allocates only when an
   // unprepared object is first prepared by it.
   Result run(const Arguments& args) noexcept;
+  // run(args) for args the prepared arguments with step's fields, without
+  // reading or comparing the fields a step cannot change: the step's fields
+  // pass the step's re-check and launch, or every rule runs on those args
+  // (and, when they pass, they become the prepared arguments). Nothing
+  // prepared: kErrorInvalidArgument, nothing run.
+  Result run(const Step& step) noexcept;
   bool prepared() const noexcept { return plan_ != nullptr; }
   // True when the last run() took the step path (no full validation): an
   // engine can check that its call sites stay on it.
