@@ -55,12 +55,17 @@ std::string describe(const Result& r) {
 }
 
 // The two ways to give a prepared call a step: the whole arguments, or
-// their step fields alone.
-enum class Form { kArguments, kStep };
+// their step fields alone; and the two in turn (step i by its fields where
+// i % 4 == 1: in StepsWriteWhatRunWrites the first and fifth steps, the
+// same fields, with three steps by whole arguments between).
+enum class Form { kArguments, kStep, kInTurn };
 const Form kForms[] = {Form::kArguments, Form::kStep};
-const char* name(Form f) { return f == Form::kStep ? "run(step_of(args))" : "run(args)"; }
-Result run_as(PreparedCall& call, Form f, const Arguments& a) {
-  return f == Form::kStep ? call.run(ropekv::step_of(a)) : call.run(a);
+const char* name(Form f) {
+  return f == Form::kStep ? "run(step_of(args))" : f == Form::kInTurn ? "in turn" : "run(args)";
+}
+Result run_as(PreparedCall& call, Form f, const Arguments& a, int i = 0) {
+  const bool by_fields = f == Form::kStep || (f == Form::kInTurn && i % 4 == 1);
+  return by_fields ? call.run(ropekv::step_of(a)) : call.run(a);
 }
 
 // Steps that change the token count, the slots (padding included) and where
@@ -106,8 +111,8 @@ void steps_write_what_run_writes(const BackendMemory& mem, Form form) {
       ap = first_tokens(moved(t.a_prepared, q2_prepared), s.nnz);
       aq = first_tokens(moved(t.a_plain, q2_plain), s.nnz);
     }
-    const Result rp =
-        t.prepared.run_with(ap, [&](const Arguments& a) { return run_as(call, form, a); });
+    const Result rp = t.prepared.run_with(
+        ap, [&](const Arguments& a) { return run_as(call, form, a, step_index); });
     const Result rq = t.plain.run(aq);
     ASSERT_TRUE(rp.ok()) << describe(rp);
     ASSERT_TRUE(rq.ok()) << describe(rq);
@@ -123,7 +128,7 @@ void steps_write_what_run_writes(const BackendMemory& mem, Form form) {
 TEST_P(PreparedCallSuite, StepsWriteWhatRunWrites) {
   const BackendMemory& mem = GetParam().memory();
   if (!mem.available()) GTEST_SKIP() << mem.name << ": " << mem.why_unavailable;
-  for (const Form form : kForms) {
+  for (const Form form : {Form::kArguments, Form::kStep, Form::kInTurn}) {
     SCOPED_TRACE(name(form));
     steps_write_what_run_writes(mem, form);
   }

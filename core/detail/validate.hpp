@@ -81,6 +81,9 @@ struct StepPlan {
   // them byte for byte keeps their verdict and lowering (validation is a
   // function of the arguments alone), another step is compared with them.
   Arguments last_step;
+  // last_step's step fields (ropekv::Step), where `moved_valid`.
+  Step moved;
+  bool moved_valid = false;
 };
 // The shape part of `plan` for `validated` (arguments validation accepted):
 // the views' constants, the pairs (lower.hpp fills the rest).

@@ -132,6 +132,7 @@ void fill_step_plan(StepPlan* plan, const Arguments& validated) noexcept {
   lower_data(validated, plan->lowered);
   plan->launch_state.valid = false;
   std::memcpy(&plan->last_step, &validated, sizeof validated);  // bytes: lower_step compares them
+  plan->moved_valid = false;
 }
 
 static_assert(std::is_trivially_copyable<Arguments>::value, "lower_step compares Arguments' bytes");
@@ -140,12 +141,17 @@ bool lower_step(StepPlan& plan, const Arguments& args) noexcept {
   if (!validate_step(plan, args)) return false;
   lower_data(args, plan.lowered);
   std::memcpy(&plan.last_step, &args, sizeof args);
+  plan.moved_valid = false;
   return true;
 }
 
 static_assert(std::is_trivially_copyable<Step>::value, "lower_step compares Step's bytes");
 bool lower_step(StepPlan& plan, const Step& step) noexcept {
-  const Step last = step_of_arguments(plan.last_step);
+  if (!plan.moved_valid) {
+    plan.moved = step_of_arguments(plan.last_step);
+    plan.moved_valid = true;
+  }
+  const Step& last = plan.moved;
   if (std::memcmp(&last, &step, sizeof step) == 0) return true;  // lowered holds it
   // A step keeps which scales are device pointers and whether the counter is set.
   const auto set = [](const Step& s) {
@@ -159,6 +165,7 @@ bool lower_step(StepPlan& plan, const Step& step) noexcept {
     return false;
   }
   lower_data(plan.last_step, plan.lowered);
+  plan.moved = step;
   return true;
 }
 
