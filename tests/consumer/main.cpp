@@ -4,7 +4,8 @@
 // without one (validation needs no device), checks that a broken call is
 // rejected with a message, and runs the valid call on the host backend when it
 // is compiled (else checks that run() on a device backend without a device
-// says so). Exit status 0 on success, 1 on any failure.
+// says so), and a prepared call's step by its fields. Exit status 0 on
+// success, 1 on any failure.
 #include <cstdint>
 #include <cstdio>
 #include <ropekv/ropekv.hpp>
@@ -91,6 +92,14 @@ int main() {
   check(res.status == Status::kErrorInvalidScale && res.message[0] != '\0',
         "validate(k_scale = -1) is rejected", res);
 
+  // A prepared call's step by its fields (PreparedCall::run(const Step&)):
+  // before anything is prepared, an error and nothing run (no device needed).
+  PreparedCall call(target);
+  const Step step = step_of(a);
+  res = call.run(step);
+  check(res.status == Status::kErrorInvalidArgument && !call.prepared(),
+        "PreparedCall::run(step) unprepared is rejected", res);
+
   if (!host && !backend_available(target)) {
     res = run(a, target);
     check(res.status == Status::kErrorNoDevice, "run(valid call) without a device: no device", res);
@@ -113,6 +122,13 @@ int main() {
         guard = guard && k_cache[s * hk * d + i] == 0xAB && v_cache[s * hk * d + i] == 0xAB;
     }
     check(guard, "host: guard values kept", res);
+    // The same call prepared, then a step by its fields: the step path, the same bytes.
+    const std::vector<float> q_once = q_out;
+    res = call.prepare(a);
+    check(res.ok(), "host: PreparedCall::prepare(valid call)", res);
+    res = call.run(step);
+    check(res.ok() && call.last_run_was_step() && q_out == q_once,
+          "host: PreparedCall::run(step_of(a)) takes the step path", res);
   }
 
   std::printf("consumer: %s\n", failures == 0 ? "PASSED" : "FAILED");
