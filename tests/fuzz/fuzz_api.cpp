@@ -14,7 +14,13 @@
 //      reaches 2^63 bytes, no null view with elements, no output element
 //      shared with another output element or an input element;
 //   4. an accepted call that was run changed only bytes of its output
-//      elements and of the checked-mode counter.
+//      elements and of the checked-mode counter;
+//   5. an accepted call prepared (PreparedCall), then stepped with arguments
+//      that differ from it only in what a step may change (a view's data
+//      moved or set to another's, the token count, or nothing, as the input's
+//      seed picks), given as whole arguments and as ropekv::Step, returns what
+//      validate() returns for them, writes nothing when rejected, and writes
+//      what run() writes when accepted.
 // Accepted calls that the library need not survive are validated but not
 // run: views reaching outside their arena (the caller's memory is the
 // caller's business) and unchecked calls with an index out of range (only
@@ -248,6 +254,95 @@ std::string describe(const ropekv::Result& r) {
   return std::string(ropekv::to_string(r.status)) + ": " + r.message;
 }
 
+// Whether an accepted call may be run here: every view it uses, the
+// counter and the device scales inside the arenas (the caller's memory),
+// and its indices in range unless checked mode guards them.
+bool runnable(Call c) {  // a copy: view_field takes the arguments writable
+  Arguments& a = c.args;
+  for (int i = 0; i < kViews; ++i) {
+    if (!c.used[i]) continue;
+    const Footprint f = footprint(*view_field(a, i));
+    if (!f.empty && arena_of(f.lo, f.hi) < 0) return false;
+  }
+  const unsigned char* counter = reinterpret_cast<const unsigned char*>(a.checked.skipped_tokens);
+  if (a.checked.enabled && counter != nullptr &&
+      counter + 8 > arenas().base[kCounter] + kArenaBytes)
+    return false;
+  for (int i = 0; i < 3; ++i) {
+    const float* p = scale_field(a, i)->device;
+    if (p != nullptr &&
+        reinterpret_cast<const unsigned char*>(p) + 4 > arenas().base[kIndex] + kArenaBytes)
+      return false;
+  }
+  return a.checked.enabled || indices_in_range(a);
+}
+
+void reset_arenas() {
+  for (int i = 0; i < kArenas; ++i)
+    std::memcpy(arenas().base[i], arenas().pattern[i].data(), kArenaBytes);
+}
+std::vector<unsigned char> arena_bytes() {
+  std::vector<unsigned char> all;
+  for (int i = 0; i < kArenas; ++i)
+    all.insert(all.end(), arenas().base[i], arenas().base[i] + kArenaBytes);
+  return all;
+}
+
+// Property 5 for an accepted call c: the step the seed picks.
+void check_prepared_steps(const Call& c, std::uint64_t seed) {
+  Call step = c;
+  Arguments& b = step.args;
+  std::uint64_t x = mix(seed ^ 0x5e9);
+  const int view = int(x % kViews);
+  TensorView* moved = view_field(b, view);
+  x = mix(x);
+  switch (x % 4) {
+    case 0: {  // a view's data moved: whole 16-byte units, or by one byte (misaligned)
+      const std::int64_t delta = (x >> 8) % 2 ? std::int64_t((x >> 16) % 9) * 16 - 64 : 1;
+      if (moved->data != nullptr) moved->data = static_cast<unsigned char*>(moved->data) + delta;
+      break;
+    }
+    case 1: {  // another token count (extent 0 of the present per-token views)
+      const std::int64_t n = std::int64_t((x >> 8) % std::uint64_t(b.q_rope.extent[0] + 3));
+      for (TensorView* v : {&b.q_rope, &b.q_nope, &b.k_rope, &b.k_nope, &b.v, &b.q_rope_out,
+                            &b.q_nope_out, &b.positions, &b.cache_index.slot_mapping,
+                            &b.cache_index.batch_indices, &b.cache_index.kv_positions})
+        if (v->present()) v->extent[0] = n;
+      break;
+    }
+    case 2:  // a view's data set to another's (outputs over each other or an input)
+      moved->data = view_field(b, int((x >> 8) % kViews))->data;
+      break;
+    default: break;  // the prepared arguments again
+  }
+  const ropekv::Result want = ropekv::validate(b, ropekv::Backend::kHost);
+  const bool run_b = want.ok() && runnable(step);
+  std::vector<unsigned char> plain;
+  if (run_b) {
+    reset_arenas();
+    if (!ropekv::run(b, ropekv::Backend::kHost).ok()) finding("run() failed after validate()", "");
+    plain = arena_bytes();
+  }
+  for (const bool by_fields : {false, true}) {
+    if (want.ok() && !run_b) break;  // accepted, but not ours to run
+    reset_arenas();
+    ropekv::PreparedCall call(ropekv::Backend::kHost);
+    if (!call.prepare(c.args).ok()) finding("prepare() rejected an accepted call", "");
+    const ropekv::Result got = by_fields ? call.run(ropekv::step_of(b)) : call.run(b);
+    const char* form = by_fields ? "PreparedCall::run(step_of(b))" : "PreparedCall::run(b)";
+    if (got.status != want.status || std::strcmp(got.message, want.message) != 0)
+      finding("a prepared call's step and validate() disagree",
+              std::string(form) + ": " + describe(got) + " / " + describe(want));
+    if (!want.ok()) {
+      for (int i = 0; i < kArenas; ++i)
+        if (std::memcmp(arenas().base[i], arenas().pattern[i].data(), kArenaBytes) != 0)
+          finding("a rejected step wrote", std::string(form) + ", arena " + std::to_string(i));
+    } else if (arena_bytes() != plain) {
+      finding("a prepared call's step wrote other bytes than run()", form);
+    }
+  }
+}
+
 void check_call(const Desc& d) {
   Arenas& ar = arenas();
   // Inputs from the seed, the index arena from the input's tail, outputs a pattern.
@@ -350,6 +445,8 @@ void check_call(const Desc& d) {
       if (ar.base[i][k] != ar.pattern[i][k] && owner[std::size_t(i)][k] == 0)
         finding("an accepted call wrote outside its output views",
                 "arena " + std::to_string(i) + " byte " + std::to_string(k));
+  if (!runnable(c)) finding("the harness's runnable() disagrees with the checks above", "");
+  check_prepared_steps(c, d.fill_seed);
 }
 
 #endif  // !ROPEKV_FUZZ_WRITE_SEEDS
