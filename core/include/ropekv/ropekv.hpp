@@ -326,11 +326,11 @@ struct Step {
   void *q_rope_out = nullptr, *q_nope_out = nullptr;
   void *k_cache_rope = nullptr, *k_cache_nope = nullptr, *v_cache = nullptr;
   void *cos_sin_cache = nullptr, *positions = nullptr;
-  // Device scales (Scale::device): null where the prepared scale is a host
-  // value, set where it is a device pointer (a step keeps which).
+  // Device scales (Scale::device) and checked mode's counter: null where the
+  // prepared call has none (a host scale), set where it has one; a step that
+  // changes which is validated in full.
   const float *q_scale = nullptr, *k_scale = nullptr, *v_scale = nullptr;
-  unsigned long long* skipped_tokens =
-      nullptr;  // checked mode's counter (null or not, as prepared)
+  unsigned long long* skipped_tokens = nullptr;
   // cache_index's arrays.
   void *slot_mapping = nullptr, *kv_indices = nullptr, *kv_indptr = nullptr;
   void *batch_indices = nullptr, *kv_positions = nullptr;
