@@ -257,6 +257,75 @@ TEST_P(PreparedCallSuite, RunWithoutPrepare) {
   EXPECT_EQ(b.snapshot(), once);  // the same call again writes the same bytes
 }
 
+// Page-table steps: the token count, the batch (kv_indptr's length), the
+// page list's length and place change; every buffer equal to run()'s after
+// every step, each step taking the step path, in both forms. Token t of a
+// step with `batch` sequences is in sequence t % batch at position t / batch
+// (its first page: distinct slots), sequence s's pages at 2s, 2s + 1.
+TEST_P(PreparedCallSuite, PageTableStepsWriteWhatRunWrites) {
+  const BackendMemory& mem = GetParam().memory();
+  if (!mem.available()) GTEST_SKIP() << mem.name << ": " << mem.why_unavailable;
+  Gqa g;  // 6 tokens, 4 pages of 16
+  struct Table {
+    std::int32_t *list[2], *indptr, *batch, *kv_pos;
+  };
+  const auto add_table = [&](Buffers& b) {
+    Table x;
+    x.list[0] = reinterpret_cast<std::int32_t*>(b.add("kv_indices", 8 * 4, false));
+    x.list[1] = reinterpret_cast<std::int32_t*>(b.add("kv_indices_2", 8 * 4, false));
+    x.indptr = reinterpret_cast<std::int32_t*>(b.add("kv_indptr", 7 * 4, false));
+    x.batch = reinterpret_cast<std::int32_t*>(b.add("batch_indices", 6 * 4, false));
+    x.kv_pos = reinterpret_cast<std::int32_t*>(b.add("kv_positions", 6 * 4, false));
+    for (int k = 0; k < 8; ++k) {
+      x.list[0][k] = k % 4;
+      x.list[1][k] = 3 - k % 4;
+    }
+    return x;
+  };
+  struct StepCase {
+    std::int64_t nnz, batch;
+    int list;
+  };
+  const StepCase steps[] = {{6, 3, 0}, {4, 2, 1}, {6, 3, 1}, {1, 1, 0}, {0, 1, 0}, {6, 3, 0}};
+  for (const Form form : kForms) {
+    SCOPED_TRACE(name(form));
+    Twin t(mem);
+    build(t, g);
+    const Table tp = add_table(t.prepared), tq = add_table(t.plain);
+    // Each step's positions new, so that a token written beyond a step's count changes bytes.
+    const auto step_args = [&](const Arguments& base, const Table& x, const StepCase& c, int i) {
+      auto* pos = static_cast<std::int64_t*>(base.positions.data);
+      for (std::int64_t k = 0; k < g.nnz; ++k) pos[k] = (k + 7 * i) % g.max_pos;
+      for (std::int64_t s = 0; s <= c.batch; ++s) x.indptr[s] = std::int32_t(2 * s);
+      for (std::int64_t k = 0; k < c.nnz; ++k) {
+        x.batch[k] = std::int32_t(k % c.batch);
+        x.kv_pos[k] = std::int32_t(k / c.batch);
+      }
+      Arguments a = first_tokens(base, c.nnz);
+      a.cache_index = ropekv::page_table_index(
+          x.list[c.list], ropekv::DType::kInt32, 2 * c.batch, x.indptr, ropekv::DType::kInt32,
+          c.batch + 1, x.batch, ropekv::DType::kInt32, x.kv_pos, ropekv::DType::kInt32, c.nnz);
+      return a;
+    };
+    PreparedCall call(mem.backend);
+    ASSERT_TRUE(call.prepare(t.prepared.on_backend(step_args(t.a_prepared, tp, steps[0], 0))).ok());
+    int step_index = 0;
+    for (const StepCase& c : steps) {
+      SCOPED_TRACE("step " + std::to_string(step_index));
+      const Arguments ap = step_args(t.a_prepared, tp, c, step_index),
+                      aq = step_args(t.a_plain, tq, c, step_index);
+      ++step_index;
+      const Result rp =
+          t.prepared.run_with(ap, [&](const Arguments& a) { return run_as(call, form, a); });
+      const Result rq = t.plain.run(aq);
+      ASSERT_TRUE(rp.ok()) << describe(rp);
+      ASSERT_TRUE(rq.ok()) << describe(rq);
+      EXPECT_TRUE(call.last_run_was_step());
+      EXPECT_EQ(t.prepared.snapshot(), t.plain.snapshot());
+    }
+  }
+}
+
 // A step that makes a host scale a device one (and back) is not a step: it
 // is validated in full and written as run() writes the arguments it makes,
 // which then are the prepared ones (the same step again takes the step path).

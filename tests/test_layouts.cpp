@@ -1,5 +1,5 @@
 // The layout and addressing helpers: mla_query_views, mla_key_views,
-// slot_mapping_index and page_table_index.
+// slot_mapping_index, page_table_index and step_of.
 //
 //  * Layouts.*Fields: each helper's views hold exactly the pointers, extents
 //    and strides written out by hand from the layout's definition.
@@ -194,6 +194,58 @@ TEST(Layouts, AddressingFields) {
   expect_view(ci.kv_indptr, indptr, DType::kInt32, {3}, {1}, "kv_indptr");
   expect_view(ci.batch_indices, batch, DType::kInt32, {5}, {1}, "batch_indices");
   expect_view(ci.kv_positions, kvpos, DType::kInt64, {5}, {1}, "kv_positions");
+}
+
+// step_of: each Step field holds what Arguments names so (written out here
+// field by field), the sizes from their defining views.
+TEST(Layouts, StepOfFields) {
+  Arguments a;
+  char b[32];
+  TensorView* views[] = {&a.q_rope,
+                         &a.q_nope,
+                         &a.k_rope,
+                         &a.k_nope,
+                         &a.v,
+                         &a.q_rope_out,
+                         &a.q_nope_out,
+                         &a.k_cache_rope,
+                         &a.k_cache_nope,
+                         &a.v_cache,
+                         &a.cos_sin_cache,
+                         &a.positions,
+                         &a.cache_index.slot_mapping,
+                         &a.cache_index.kv_indices,
+                         &a.cache_index.kv_indptr,
+                         &a.cache_index.batch_indices,
+                         &a.cache_index.kv_positions};
+  for (int i = 0; i < 17; ++i) views[i]->data = b + i;
+  a.q_rope.rank = 3;
+  a.q_rope.extent[0] = 5;
+  a.cache_index.kv_indices.rank = a.cache_index.kv_indptr.rank = 1;
+  a.cache_index.kv_indices.extent[0] = 7;
+  a.cache_index.kv_indptr.extent[0] = 4;
+  const float scales[3] = {1, 2, 3};
+  a.q_scale.device = scales;
+  a.k_scale.device = scales + 1;
+  a.v_scale.device = scales + 2;
+  unsigned long long counter = 0;
+  a.checked.skipped_tokens = &counter;
+  a.stream = b + 20;
+  const Step s = step_of(a);
+  void* const fields[] = {
+      s.q_rope,        s.q_nope,      s.k_rope,       s.k_nope,       s.v,
+      s.q_rope_out,    s.q_nope_out,  s.k_cache_rope, s.k_cache_nope, s.v_cache,
+      s.cos_sin_cache, s.positions,   s.slot_mapping, s.kv_indices,   s.kv_indptr,
+      s.batch_indices, s.kv_positions};
+  for (int i = 0; i < 17; ++i) EXPECT_EQ(fields[i], b + i) << "view " << i;
+  EXPECT_EQ(s.q_scale, scales);
+  EXPECT_EQ(s.k_scale, scales + 1);
+  EXPECT_EQ(s.v_scale, scales + 2);
+  EXPECT_EQ(s.skipped_tokens, &counter);
+  EXPECT_EQ(s.nnz, 5);
+  EXPECT_EQ(s.num_kv_indices, 7);
+  EXPECT_EQ(s.kv_indptr_size, 4);
+  EXPECT_EQ(s.stream, b + 20);
 }
 
 // ------------------------------------------------------------------ MLA
