@@ -365,7 +365,8 @@ class PreparedCall {
   // reading or comparing the fields a step cannot change: the step's fields
   // pass the step's re-check and launch, or every rule runs on those args
   // (and, when they pass, they become the prepared arguments). Nothing
-  // prepared: kErrorInvalidArgument, nothing run.
+  // prepared: kErrorInvalidArgument, nothing run. Safe inside graph capture
+  // as run(args) is; never allocates.
   Result run(const Step& step) noexcept;
   bool prepared() const noexcept { return plan_ != nullptr; }
   // True when the last run() took the step path (no full validation): an
