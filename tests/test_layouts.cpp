@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "argument_views.hpp"
 #include "oracle.hpp"
 #include "ropekv/ropekv.hpp"
 
@@ -201,24 +202,9 @@ TEST(Layouts, AddressingFields) {
 TEST(Layouts, StepOfFields) {
   Arguments a;
   char b[32];
-  TensorView* views[] = {&a.q_rope,
-                         &a.q_nope,
-                         &a.k_rope,
-                         &a.k_nope,
-                         &a.v,
-                         &a.q_rope_out,
-                         &a.q_nope_out,
-                         &a.k_cache_rope,
-                         &a.k_cache_nope,
-                         &a.v_cache,
-                         &a.cos_sin_cache,
-                         &a.positions,
-                         &a.cache_index.slot_mapping,
-                         &a.cache_index.kv_indices,
-                         &a.cache_index.kv_indptr,
-                         &a.cache_index.batch_indices,
-                         &a.cache_index.kv_positions};
-  for (int i = 0; i < 17; ++i) views[i]->data = b + i;
+  TensorView* views[ropekv_test::kArgumentViews];  // in Arguments' order, as `fields` below
+  ropekv_test::argument_views(a, views);
+  for (int i = 0; i < ropekv_test::kArgumentViews; ++i) views[i]->data = b + i;
   a.q_rope.rank = 3;
   a.q_rope.extent[0] = 5;
   a.cache_index.kv_indices.rank = a.cache_index.kv_indptr.rank = 1;
@@ -237,7 +223,7 @@ TEST(Layouts, StepOfFields) {
       s.q_rope_out,    s.q_nope_out,  s.k_cache_rope, s.k_cache_nope, s.v_cache,
       s.cos_sin_cache, s.positions,   s.slot_mapping, s.kv_indices,   s.kv_indptr,
       s.batch_indices, s.kv_positions};
-  for (int i = 0; i < 17; ++i) EXPECT_EQ(fields[i], b + i) << "view " << i;
+  for (int i = 0; i < ropekv_test::kArgumentViews; ++i) EXPECT_EQ(fields[i], b + i) << "view " << i;
   EXPECT_EQ(s.q_scale, scales);
   EXPECT_EQ(s.k_scale, scales + 1);
   EXPECT_EQ(s.v_scale, scales + 2);
