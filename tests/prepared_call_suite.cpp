@@ -68,6 +68,22 @@ Result run_as(PreparedCall& call, Form f, const Arguments& a, int i = 0) {
   return by_fields ? call.run(ropekv::step_of(a)) : call.run(a);
 }
 
+// One step of t: ap through the prepared call (given as `form`, step i), aq
+// through run(): both succeed, the call took the step path, and every buffer
+// of the two sets is equal.
+void expect_step_writes_as_run(Twin& t, PreparedCall& call, Form form, int i, const Arguments& ap,
+                               const Arguments& aq) {
+  const Result rp =
+      t.prepared.run_with(ap, [&](const Arguments& a) { return run_as(call, form, a, i); });
+  const Result rq = t.plain.run(aq);
+  ASSERT_TRUE(rp.ok()) << describe(rp);
+  ASSERT_TRUE(rq.ok()) << describe(rq);
+  EXPECT_TRUE(call.last_run_was_step());
+  const auto a = t.prepared.snapshot(), b = t.plain.snapshot();
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t k = 0; k < a.size(); ++k) EXPECT_EQ(a[k], b[k]) << "buffer " << k;
+}
+
 // Steps that change the token count, the slots (padding included) and where
 // the query output goes (its rotary and non-rotary parts interleaved in one
 // buffer; also with the token count of the step before, whose launch the
@@ -111,15 +127,7 @@ void steps_write_what_run_writes(const BackendMemory& mem, Form form) {
       ap = first_tokens(moved(t.a_prepared, q2_prepared), s.nnz);
       aq = first_tokens(moved(t.a_plain, q2_plain), s.nnz);
     }
-    const Result rp = t.prepared.run_with(
-        ap, [&](const Arguments& a) { return run_as(call, form, a, step_index); });
-    const Result rq = t.plain.run(aq);
-    ASSERT_TRUE(rp.ok()) << describe(rp);
-    ASSERT_TRUE(rq.ok()) << describe(rq);
-    EXPECT_TRUE(call.last_run_was_step());
-    const auto a = t.prepared.snapshot(), b = t.plain.snapshot();
-    ASSERT_EQ(a.size(), b.size());
-    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "buffer " << i;
+    ASSERT_NO_FATAL_FAILURE(expect_step_writes_as_run(t, call, form, step_index, ap, aq));
   }
 }
 
@@ -314,14 +322,8 @@ TEST_P(PreparedCallSuite, PageTableStepsWriteWhatRunWrites) {
       SCOPED_TRACE("step " + std::to_string(step_index));
       const Arguments ap = step_args(t.a_prepared, tp, c, step_index),
                       aq = step_args(t.a_plain, tq, c, step_index);
+      ASSERT_NO_FATAL_FAILURE(expect_step_writes_as_run(t, call, form, step_index, ap, aq));
       ++step_index;
-      const Result rp =
-          t.prepared.run_with(ap, [&](const Arguments& a) { return run_as(call, form, a); });
-      const Result rq = t.plain.run(aq);
-      ASSERT_TRUE(rp.ok()) << describe(rp);
-      ASSERT_TRUE(rq.ok()) << describe(rq);
-      EXPECT_TRUE(call.last_run_was_step());
-      EXPECT_EQ(t.prepared.snapshot(), t.plain.snapshot());
     }
   }
 }
