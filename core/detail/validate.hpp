@@ -81,9 +81,29 @@ struct StepPlan {
   // them byte for byte keeps their verdict and lowering (validation is a
   // function of the arguments alone), another step is compared with them.
   Arguments last_step;
-  // last_step's step fields (ropekv::Step), where `moved_valid`.
+  // last_step's step fields (ropekv::Step), where `moved_valid`. While
+  // `last_step_stale`, moving steps (below) have written only `moved`: its
+  // pointers and stream are the current ones, last_step's are behind.
   Step moved;
   bool moved_valid = false;
+  bool last_step_stale = false;
+  // A moving step: one whose sizes (nnz, the page table's lengths) are
+  // moved's, so that only pointers and the stream change. While
+  // `moving_valid` (made from last_step, its sizes moved's): per present
+  // view, in present order, its span's byte length (0: empty), the view and
+  // its Step word; which interleaved pairs have their planned extents (bit
+  // k: interleaved[k]); and the words of `lowered` that lower_data copies
+  // Step words into (lowered's word, Step's word), so that the step's
+  // lowering is those copies.
+  struct MovingView {
+    std::int64_t bytes = 0;
+    std::uint8_t view = 0, word = 0, align_mask = 0;
+  };
+  MovingView moving[21];
+  std::uint8_t interleaved_sized = 0;
+  std::uint8_t num_copies = 0;
+  std::uint8_t copies[32][2] = {};
+  bool moving_valid = false;
 };
 // The shape part of `plan` for `validated` (arguments validation accepted):
 // the views' constants, the pairs (lower.hpp fills the rest).
@@ -103,6 +123,13 @@ Step step_of_arguments(const Arguments& a) noexcept;
 // apply_step writes, with the same scalars set (null or not): every rule
 // the step's fields enter.
 bool recheck_step(const StepPlan& plan, const Arguments& args) noexcept;
+// A moving step's part of the plan (StepPlan::moving, interleaved_sized)
+// from plan.last_step (not stale); false where a present view's span does
+// not fit (never for arguments a step re-check accepted).
+bool plan_moving(StepPlan* plan) noexcept;
+// recheck_step for a moving step (its sizes plan.moved's, the same scalars
+// set), from the step's words and plan.moving (moving_valid).
+bool moving_step_holds(const StepPlan& plan, const Step& step) noexcept;
 
 }  // namespace detail
 }  // namespace ropekv

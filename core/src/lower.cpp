@@ -1,10 +1,13 @@
 // Lowering: Arguments -> LaunchParams, for arguments validation accepted.
 #include "detail/lower.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <new>
 #include <type_traits>
+
+#include "detail/argument_table.hpp"
 
 namespace ropekv {
 namespace detail {
@@ -133,22 +136,96 @@ void fill_step_plan(StepPlan* plan, const Arguments& validated) noexcept {
   plan->launch_state.valid = false;
   std::memcpy(&plan->last_step, &validated, sizeof validated);  // bytes: lower_step compares them
   plan->moved_valid = false;
+  plan->last_step_stale = false;
+  plan->moving_valid = false;
 }
+
+namespace {
+
+// last_step's step fields brought up to `moved` after moving steps.
+void catch_up(StepPlan& plan) {
+  if (!plan.last_step_stale) return;
+  apply_step(plan.moved, &plan.last_step);
+  plan.last_step_stale = false;
+}
+
+// The words of plan.lowered that lower_data copies Step words into, for
+// last_step's sizes (StepPlan::copies): found by lowering last_step with
+// every Step pointer and the stream set to marks, twice with different
+// marks (a word that holds the same word's mark both times is its copy), so
+// that lower_data stays the one definition of the lowering.
+static_assert(sizeof(LaunchParams) % sizeof(void*) == 0 &&
+                  alignof(LaunchParams) >= alignof(void*) &&
+                  sizeof(LaunchParams) / sizeof(void*) <= 256,
+              "StepPlan::copies names lowered's words in a byte");
+constexpr std::size_t kStreamWord = offsetof(Step, stream) / sizeof(void*);
+bool plan_copies(StepPlan& plan) {
+  constexpr std::size_t kWords = sizeof(LaunchParams) / sizeof(void*);
+  const auto mark = [](int round, std::size_t word) {
+    return (round == 0 ? std::uintptr_t(0x5eed) : std::uintptr_t(0x7ab1)) << 44 |
+           std::uintptr_t(word + 1) << 8;
+  };
+  std::uintptr_t got[2][kWords];
+  Arguments probe = plan.last_step;
+  for (int round = 0; round < 2; ++round) {
+    Step marks = plan.moved;
+    for (std::size_t w = 0; w <= kStreamWord; ++w)
+      if (w < kNumViews || w == kStreamWord) {
+        const std::uintptr_t m = mark(round, w);
+        std::memcpy(reinterpret_cast<char*>(&marks) + w * sizeof(void*), &m, sizeof m);
+      }
+    apply_step(marks, &probe);
+    LaunchParams lowered = plan.lowered;
+    lower_data(probe, lowered);
+    std::memcpy(got[round], &lowered, sizeof lowered);
+  }
+  plan.num_copies = 0;
+  for (std::size_t o = 0; o < kWords; ++o)
+    for (std::size_t w = 0; w <= kStreamWord; ++w)
+      if (got[0][o] == mark(0, w) && got[1][o] == mark(1, w)) {
+        if (plan.num_copies == sizeof(plan.copies) / sizeof(plan.copies[0])) return false;
+        plan.copies[plan.num_copies][0] = std::uint8_t(o);
+        plan.copies[plan.num_copies][1] = std::uint8_t(w);
+        ++plan.num_copies;
+      }
+  return true;
+}
+
+// A moving step (StepPlan::moving): true when it passed and was lowered.
+bool moving_step(StepPlan& plan, const Step& step) {
+  if (!plan.moving_valid) {
+    catch_up(plan);
+    if (!plan_moving(&plan) || !plan_copies(plan)) return false;
+    plan.moving_valid = true;
+  }
+  if (!moving_step_holds(plan, step)) return false;
+  for (std::size_t k = 0; k < plan.num_copies; ++k)
+    std::memcpy(reinterpret_cast<char*>(&plan.lowered) + plan.copies[k][0] * sizeof(void*),
+                reinterpret_cast<const char*>(&step) + plan.copies[k][1] * sizeof(void*),
+                sizeof(void*));
+  plan.moved = step;
+  plan.last_step_stale = true;
+  return true;
+}
+
+}  // namespace
 
 static_assert(std::is_trivially_copyable<Arguments>::value, "lower_step compares Arguments' bytes");
 bool lower_step(StepPlan& plan, const Arguments& args) noexcept {
+  catch_up(plan);
   if (std::memcmp(&plan.last_step, &args, sizeof args) == 0) return true;  // lowered holds it
   if (!validate_step(plan, args)) return false;
   lower_data(args, plan.lowered);
   std::memcpy(&plan.last_step, &args, sizeof args);
   plan.moved_valid = false;
+  plan.moving_valid = false;
   return true;
 }
 
 static_assert(std::is_trivially_copyable<Step>::value, "lower_step compares Step's bytes");
 bool lower_step(StepPlan& plan, const Step& step) noexcept {
   if (!plan.moved_valid) {
-    plan.moved = step_of_arguments(plan.last_step);
+    plan.moved = step_of_arguments(plan.last_step);  // not stale: stale implies moved_valid
     plan.moved_valid = true;
   }
   const Step& last = plan.moved;
@@ -159,13 +236,20 @@ bool lower_step(StepPlan& plan, const Step& step) noexcept {
            (s.skipped_tokens != nullptr) << 3;
   };
   if (set(last) != set(step)) return false;
+  if (step.nnz == last.nnz && step.num_kv_indices == last.num_kv_indices &&
+      step.kv_indptr_size == last.kv_indptr_size)
+    return moving_step(plan, step);
+  // Other sizes: every step field written into last_step (stale or not),
+  // re-checked there, and lowered.
   apply_step(step, &plan.last_step);
+  plan.last_step_stale = false;
   if (!recheck_step(plan, plan.last_step)) {
     apply_step(last, &plan.last_step);
     return false;
   }
   lower_data(plan.last_step, plan.lowered);
   plan.moved = step;
+  plan.moving_valid = false;
   return true;
 }
 

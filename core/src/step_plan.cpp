@@ -84,6 +84,48 @@ bool same_except_step(const Arguments& a, const Arguments& b) {
          a.indices_ready_before_previous_kernel == b.indices_ready_before_previous_kernel;
 }
 
+// The overlap rule over the plan's pairs of present views, for a step's
+// spans (a view empty at this step has the span [0, 0): disjoint from every
+// span). as_planned(e): interleaved pair e lies as planned (the same distance
+// between the two data, the same extents); disjoint(i, j): the pair's full
+// test. First the groups' union spans, in one pass without branches: where
+// two meet, every pair one by one.
+template <class AsPlanned, class Disjoint>
+bool spans_hold(const StepPlan& plan, const Span* spans, AsPlanned as_planned, Disjoint disjoint) {
+  if (plan.num_group_pairs > 0) {
+    Span unions[OverlapViews::kAll];
+    for (std::size_t g = 0; g < plan.num_groups; ++g) unions[g] = {~std::uintptr_t(0), 0};
+    for (std::size_t k = 0; k < plan.num_present; ++k) {
+      const std::size_t i = plan.present[k];
+      if (spans[i].hi == 0) continue;  // empty
+      Span& u = unions[plan.group[i]];
+      u.lo = spans[i].lo < u.lo ? spans[i].lo : u.lo;
+      u.hi = spans[i].hi > u.hi ? spans[i].hi : u.hi;
+    }
+    bool any = false;
+    for (std::size_t k = 0; k < plan.num_group_pairs; ++k)
+      any |= spans_meet(unions[plan.group_pair[k][0]], unions[plan.group_pair[k][1]]);
+    if (any) {
+      for (std::size_t k = 0; k < plan.num_pairs; ++k)
+        if (!disjoint(plan.pair[k][0], plan.pair[k][1])) return false;
+      return true;
+    }
+  }
+  // Within the groups: the interleaved pairs keep the plan's verdict where
+  // they lie as they did (the proof is translation-invariant).
+  for (std::size_t k = 0; k < plan.num_interleaved; ++k) {
+    const StepPlan::Interleaved& e = plan.interleaved[k];
+    if (!as_planned(e) && !disjoint(e.i, e.j)) return false;
+  }
+  bool any = false;
+  for (std::size_t k = 0; k < plan.num_inner; ++k)
+    any |= spans_meet(spans[plan.inner[k][0]], spans[plan.inner[k][1]]);
+  if (!any) return true;
+  for (std::size_t k = 0; k < plan.num_inner; ++k)
+    if (!disjoint(plan.inner[k][0], plan.inner[k][1])) return false;
+  return true;
+}
+
 // A step's re-check of `a` against the plan.
 bool run_step(const StepPlan& plan, const Arguments& a) {
   // Every view's data rules (null, alignment, span, end address) and span,
@@ -123,49 +165,17 @@ bool run_step(const StepPlan& plan, const Arguments& a) {
     }
   });
   if (!self_ok) return false;
-  // The overlap rule over the plan's pairs of present views (a view empty at
-  // this step has the span [0, 0): disjoint from every span). First the
-  // groups' union spans, in one pass without branches: where two meet, every
-  // pair one by one.
-  const auto disjoint = [&](std::size_t i, std::size_t j) {
-    return provably_disjoint(*v.view[i], spans[i], *v.view[j], spans[j]);
-  };
-  if (plan.num_group_pairs > 0) {
-    Span unions[OverlapViews::kAll];
-    for (std::size_t g = 0; g < plan.num_groups; ++g) unions[g] = {~std::uintptr_t(0), 0};
-    for (std::size_t k = 0; k < plan.num_present; ++k) {
-      const std::size_t i = plan.present[k];
-      if (spans[i].hi == 0) continue;  // empty
-      Span& u = unions[plan.group[i]];
-      u.lo = spans[i].lo < u.lo ? spans[i].lo : u.lo;
-      u.hi = spans[i].hi > u.hi ? spans[i].hi : u.hi;
-    }
-    bool any = false;
-    for (std::size_t k = 0; k < plan.num_group_pairs; ++k)
-      any |= spans_meet(unions[plan.group_pair[k][0]], unions[plan.group_pair[k][1]]);
-    if (any) {
-      for (std::size_t k = 0; k < plan.num_pairs; ++k)
-        if (!disjoint(plan.pair[k][0], plan.pair[k][1])) return false;
-      return true;
-    }
-  }
-  // Within the groups: the interleaved pairs keep the plan's verdict where
-  // they lie as they did.
-  for (std::size_t k = 0; k < plan.num_interleaved; ++k) {
-    const StepPlan::Interleaved& e = plan.interleaved[k];
-    const TensorView &a = *v.view[e.i], &b = *v.view[e.j];
-    const std::uintptr_t distance =
-        reinterpret_cast<std::uintptr_t>(b.data) - reinterpret_cast<std::uintptr_t>(a.data);
-    const bool as_planned = distance == e.distance && a.extent[0] == e.n_i && b.extent[0] == e.n_j;
-    if (!as_planned && !disjoint(e.i, e.j)) return false;
-  }
-  bool any = false;
-  for (std::size_t k = 0; k < plan.num_inner; ++k)
-    any |= spans_meet(spans[plan.inner[k][0]], spans[plan.inner[k][1]]);
-  if (!any) return true;
-  for (std::size_t k = 0; k < plan.num_inner; ++k)
-    if (!disjoint(plan.inner[k][0], plan.inner[k][1])) return false;
-  return true;
+  return spans_hold(
+      plan, spans,
+      [&](const StepPlan::Interleaved& e) {
+        const TensorView &a = *v.view[e.i], &b = *v.view[e.j];
+        const std::uintptr_t distance =
+            reinterpret_cast<std::uintptr_t>(b.data) - reinterpret_cast<std::uintptr_t>(a.data);
+        return distance == e.distance && a.extent[0] == e.n_i && b.extent[0] == e.n_j;
+      },
+      [&](std::size_t i, std::size_t j) {
+        return provably_disjoint(*v.view[i], spans[i], *v.view[j], spans[j]);
+      });
 }
 
 }  // namespace
@@ -381,6 +391,81 @@ Step step_of_arguments(const Arguments& a) noexcept {
 
 bool recheck_step(const StepPlan& plan, const Arguments& args) noexcept {
   return run_step(plan, args);
+}
+
+namespace {
+// Step's word for view id `id` (kViews' order): its data or scalar pointer.
+std::uintptr_t step_word(const Step& step, std::size_t id) {
+  std::uintptr_t w;
+  std::memcpy(&w, reinterpret_cast<const char*>(&step) + id * sizeof(void*), sizeof w);
+  return w;
+}
+}  // namespace
+
+bool plan_moving(StepPlan* plan) noexcept {
+  const Arguments& a = plan->last_step;
+  const OverlapViews v(a, Active(a));
+  for (std::size_t k = 0; k < plan->num_present; ++k) {
+    const std::size_t i = plan->present[k];
+    const TensorView& t = *v.view[i];
+    const StepPlan::View& pv = plan->view[i];
+    StepPlan::MovingView& m = plan->moving[k];
+    m.view = std::uint8_t(i);
+    m.word = kOverlapOrder.view[i];
+    m.align_mask = std::uint8_t(pv.es - 1);
+    m.bytes = 0;
+    std::int64_t elems = 0;
+    if (t.extent[0] > 0 && pv.others_nonzero &&
+        !(pv.rest_fits && span_bytes(pv, t.extent[0], t.stride[0], &elems, &m.bytes)))
+      return false;
+  }
+  plan->interleaved_sized = 0;
+  for (std::size_t k = 0; k < plan->num_interleaved; ++k) {
+    const StepPlan::Interleaved& e = plan->interleaved[k];
+    if (v.view[e.i]->extent[0] == e.n_i && v.view[e.j]->extent[0] == e.n_j)
+      plan->interleaved_sized |= std::uint8_t(1u << k);
+  }
+  return true;
+}
+
+// run_step's verdict for last_step with the step's words: the sizes, and
+// so each span's length, each view's self-overlap verdict and the size
+// rules, are those last_step passed with; a present scalar's rules (device
+// scales 4-byte, the counter 8-byte aligned, within the address space) are
+// its one-element view's data rules.
+bool moving_step_holds(const StepPlan& plan, const Step& step) noexcept {
+  Span spans[OverlapViews::kAll];
+  for (std::size_t k = 0; k < plan.num_present; ++k) {
+    const StepPlan::MovingView& m = plan.moving[k];
+    if (m.bytes == 0) {
+      spans[m.view] = {0, 0};
+      continue;
+    }
+    const std::uintptr_t lo = step_word(step, m.word);
+    if (lo == 0 || (lo & m.align_mask) != 0 ||
+        lo > std::numeric_limits<std::uintptr_t>::max() - std::uintptr_t(m.bytes))
+      return false;
+    spans[m.view].lo = lo;
+    spans[m.view].hi = lo + std::uintptr_t(m.bytes);
+  }
+  return spans_hold(
+      plan, spans,
+      [&](const StepPlan::Interleaved& e) {
+        const std::size_t k = std::size_t(&e - plan.interleaved);
+        return step_word(step, kOverlapOrder.view[e.j]) -
+                       step_word(step, kOverlapOrder.view[e.i]) ==
+                   e.distance &&
+               ((plan.interleaved_sized >> k) & 1u) != 0;
+      },
+      [&](std::size_t i, std::size_t j) {
+        // Rare (spans that meet where the plan's did not): the full test on
+        // last_step's views (its shapes) at the step's data.
+        const OverlapViews v(plan.last_step, Active(plan.last_step));
+        TensorView a = *v.view[i], b = *v.view[j];
+        a.data = reinterpret_cast<void*>(step_word(step, kOverlapOrder.view[i]));
+        b.data = reinterpret_cast<void*>(step_word(step, kOverlapOrder.view[j]));
+        return provably_disjoint(a, spans[i], b, spans[j]);
+      });
 }
 
 bool validate_step(const StepPlan& plan, const Arguments& args) noexcept {

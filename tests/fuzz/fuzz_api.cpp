@@ -15,12 +15,12 @@
 //      shared with another output element or an input element;
 //   4. an accepted call that was run changed only bytes of its output
 //      elements and of the checked-mode counter;
-//   5. an accepted call prepared (PreparedCall), then stepped with arguments
-//      that differ from it only in what a step may change (a view's data
-//      moved or set to another's, the token count, or nothing, as the input's
-//      seed picks), given as whole arguments and as ropekv::Step, returns what
-//      validate() returns for them, writes nothing when rejected, and writes
-//      what run() writes when accepted.
+//   5. an accepted call prepared (PreparedCall), then stepped twice with
+//      arguments that differ from the step before only in what a step may
+//      change (a view's data moved or set to another's, the token count, or
+//      nothing, as the input's seed picks), given as whole arguments and as
+//      ropekv::Step, returns what validate() returns for each, writes nothing
+//      when rejected, and writes what run() writes when accepted.
 // Accepted calls that the library need not survive are validated but not
 // run: views reaching outside their arena (the caller's memory is the
 // caller's business) and unchecked calls with an index out of range (only
@@ -292,8 +292,8 @@ std::vector<unsigned char> arena_bytes() {
   return all;
 }
 
-// Property 5 for an accepted call c: the step the seed picks.
-void check_prepared_steps(const Call& c, std::uint64_t seed) {
+// A step from c that the seed picks (property 5).
+Call step_from(const Call& c, std::uint64_t seed) {
   Call step = c;
   Arguments& b = step.args;
   std::uint64_t x = mix(seed ^ 0x5e9);
@@ -317,32 +317,51 @@ void check_prepared_steps(const Call& c, std::uint64_t seed) {
     case 2:  // a view's data set to another's (outputs over each other or an input)
       moved->data = view_field(b, int((x >> 8) % kViews))->data;
       break;
-    default: break;  // the prepared arguments again
+    default: break;  // the same arguments again
   }
-  const ropekv::Result want = ropekv::validate(b, ropekv::Backend::kHost);
-  const bool run_b = want.ok() && runnable(step);
-  std::vector<unsigned char> plain;
-  if (run_b) {
-    reset_arenas();
-    if (!ropekv::run(b, ropekv::Backend::kHost).ok()) finding("run() failed after validate()", "");
-    plain = arena_bytes();
+  return step;
+}
+
+// Property 5 for an accepted call c: two steps in turn, each picked from the
+// one before (the second from the first, accepted or not), so that a step
+// also follows one that changed the plan's sizes or moved its data.
+void check_prepared_steps(const Call& c, std::uint64_t seed) {
+  const Call steps[2] = {step_from(c, seed), step_from(step_from(c, seed), mix(seed))};
+  ropekv::Result want[2];
+  bool run_step[2];
+  std::vector<unsigned char> plain[2];
+  for (int k = 0; k < 2; ++k) {
+    const Arguments& b = steps[k].args;
+    want[k] = ropekv::validate(b, ropekv::Backend::kHost);
+    run_step[k] = want[k].ok() && runnable(steps[k]);
+    if (run_step[k]) {
+      reset_arenas();
+      if (!ropekv::run(b, ropekv::Backend::kHost).ok())
+        finding("run() failed after validate()", "");
+      plain[k] = arena_bytes();
+    }
   }
   for (const bool by_fields : {false, true}) {
-    if (want.ok() && !run_b) break;  // accepted, but not ours to run
-    reset_arenas();
     ropekv::PreparedCall call(ropekv::Backend::kHost);
     if (!call.prepare(c.args).ok()) finding("prepare() rejected an accepted call", "");
-    const ropekv::Result got = by_fields ? call.run(ropekv::step_of(b)) : call.run(b);
-    const char* form = by_fields ? "PreparedCall::run(step_of(b))" : "PreparedCall::run(b)";
-    if (got.status != want.status || std::strcmp(got.message, want.message) != 0)
-      finding("a prepared call's step and validate() disagree",
-              std::string(form) + ": " + describe(got) + " / " + describe(want));
-    if (!want.ok()) {
-      for (int i = 0; i < kArenas; ++i)
-        if (std::memcmp(arenas().base[i], arenas().pattern[i].data(), kArenaBytes) != 0)
-          finding("a rejected step wrote", std::string(form) + ", arena " + std::to_string(i));
-    } else if (arena_bytes() != plain) {
-      finding("a prepared call's step wrote other bytes than run()", form);
+    for (int k = 0; k < 2; ++k) {
+      if (want[k].ok() && !run_step[k]) break;  // accepted, but not ours to run
+      const Arguments& b = steps[k].args;
+      reset_arenas();
+      const ropekv::Result got = by_fields ? call.run(ropekv::step_of(b)) : call.run(b);
+      const std::string form =
+          std::string(by_fields ? "PreparedCall::run(step_of(b))" : "PreparedCall::run(b)") +
+          ", step " + std::to_string(k + 1);
+      if (got.status != want[k].status || std::strcmp(got.message, want[k].message) != 0)
+        finding("a prepared call's step and validate() disagree",
+                form + ": " + describe(got) + " / " + describe(want[k]));
+      if (!want[k].ok()) {
+        for (int i = 0; i < kArenas; ++i)
+          if (std::memcmp(arenas().base[i], arenas().pattern[i].data(), kArenaBytes) != 0)
+            finding("a rejected step wrote", form + ", arena " + std::to_string(i));
+      } else if (arena_bytes() != plain[k]) {
+        finding("a prepared call's step wrote other bytes than run()", form);
+      }
     }
   }
 }
