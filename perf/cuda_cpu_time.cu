@@ -81,7 +81,6 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
     kDecide,
     kLower,
     kRun,
-    kStepCheck,
     kStepLower,
     kStateLaunch,
     kPrepared,
@@ -115,9 +114,6 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
             break;
           }
           case kRun: ok = ropekv::run(a, ropekv::Backend::kCuda).ok(); break;
-          case kStepCheck:
-            ok = detail::validate_step(*plan, a) && gpu::launch_prepared(l) == cudaSuccess;
-            break;
           case kStepLower:
             ok = detail::lower_step(*plan, a) && gpu::launch_prepared(l) == cudaSuccess;
             break;
@@ -170,8 +166,7 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
         {"lower_us", step(kLower, kDecide)},
         {"api_us", step(kRun, kLower)},
         {"cpu_over_launch_us", step(kRun, kBare)},
-        {"step_check_us", step(kStepCheck, kBare)},
-        {"step_lower_us", step(kStepLower, kStepCheck)},
+        {"step_lower_us", step(kStepLower, kBare)},
         {"state_decide_us", step(kStateLaunch, kBare)},
         {"prepared_us", median(us[kPrepared])},
         {"prepared_over_launch_us", step(kPrepared, kBare)},

@@ -151,11 +151,18 @@ TEST(StepPlan, StepsLowerAsLowerAndAcceptWhatValidationAccepts) {
     std::int64_t tokens = base.q_rope.extent[0], last_nnz = tokens;
     for (int i = 0; i < 4000; ++i) {
       SCOPED_TRACE("step " + std::to_string(i));
-      // Every 7th step by whole arguments (the step form catches up first).
-      const Arguments b = random_step(base, rng, &tokens);
+      // Every 7th step by whole arguments, a third of them with one per-token
+      // view's extent 0 off the token count (no Step can say that: rejected).
+      const bool whole = i % 7 == 3;
+      Arguments b = random_step(base, rng, &tokens);
+      if (whole && rng() % 3 == 0 && b.q_rope.extent[0] > 0) {
+        TensorView* per_token[] = {&b.k_rope, &b.v, &b.q_rope_out, &b.positions};
+        TensorView& t = *per_token[rng() % 4];
+        if (t.present()) t.extent[0] -= 1;
+      }
       const bool want = detail::validate_arguments(b).ok();
       const bool got =
-          i % 7 == 3 ? detail::lower_step(*plan, b) : detail::lower_step(*plan, ropekv::step_of(b));
+          whole ? detail::lower_step(*plan, b) : detail::lower_step(*plan, ropekv::step_of(b));
       ASSERT_EQ(got, want) << detail::validate_arguments(b).message;
       if (!got) {
         ++rejected;

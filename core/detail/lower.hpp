@@ -20,14 +20,15 @@ StepPlan* new_step_plan() noexcept;
 void fill_step_plan(StepPlan* plan, const Arguments& validated) noexcept;
 void delete_step_plan(StepPlan* plan) noexcept;
 
-// A step: nothing for the arguments plan.lowered holds (plan.last_step),
-// else validate_step(plan, args), then plan.lowered's step fields from
-// args; false: lower() decides.
-bool lower_step(StepPlan& plan, const Arguments& args) noexcept;
-// The same for plan.last_step with step's fields (apply_step), written into
-// plan.last_step when the re-check passes; false (plan unchanged but for
-// extent 0 of views the call does not use): lower() decides.
+// A step given as its fields: nothing where they are those plan.lowered
+// holds (plan.moved); a moving step (the sizes of the last) re-checked from
+// its pointers and lowered by copying them; another written into
+// plan.last_step, re-checked and lowered there. False (the plan unchanged
+// but for extent 0 of views the call does not use): lower() decides.
 bool lower_step(StepPlan& plan, const Step& step) noexcept;
+// The same for whole arguments: their step fields (step_of_prepared), or
+// false where they differ from the prepared arguments otherwise.
+bool lower_step(StepPlan& plan, const Arguments& args) noexcept;
 
 }  // namespace detail
 }  // namespace ropekv

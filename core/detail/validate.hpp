@@ -76,17 +76,14 @@ struct StepPlan {
   // and the backend's decision for them.
   LaunchParams lowered;
   LaunchState launch_state;
-  // The arguments `lowered` holds (the prepared ones, then each step that
-  // passed; every field a step keeps is the prepared one's): a step equal to
-  // them byte for byte keeps their verdict and lowering (validation is a
-  // function of the arguments alone), another step is compared with them.
+  // The prepared arguments with the last step's fields (ropekv::Step):
+  // `moved`, the fields `lowered` holds. last_step takes them at each step
+  // that changes a size; after moving steps (below) its pointers and stream
+  // are behind `moved` (read only where a step's fields are written over
+  // them, or for its shapes and sizes) and `last_step_current` is false.
   Arguments last_step;
-  // last_step's step fields (ropekv::Step), where `moved_valid`. While
-  // `last_step_stale`, moving steps (below) have written only `moved`: its
-  // pointers and stream are the current ones, last_step's are behind.
   Step moved;
-  bool moved_valid = false;
-  bool last_step_stale = false;
+  bool last_step_current = true;
   // A moving step: one whose sizes (nnz, the page table's lengths) are
   // moved's, so that only pointers and the stream change. While
   // `moving_valid` (made from last_step, its sizes moved's): per present
@@ -108,24 +105,24 @@ struct StepPlan {
 // The shape part of `plan` for `validated` (arguments validation accepted):
 // the views' constants, the pairs (lower.hpp fills the rest).
 void plan_shape(StepPlan* plan, const Arguments& validated) noexcept;
-// A step: true when `args` differs from plan.last_step only in the fields a
-// step may change (views' data, extent 0 of the per-token views and of the
-// page table's arrays, device scale and counter pointers, the stream) and
-// passes every rule those fields enter. False: validate_arguments() decides,
-// and names the rule.
-bool validate_step(const StepPlan& plan, const Arguments& args) noexcept;
+// A step given as whole arguments: true, with *step their step fields,
+// when `args` differs from plan.last_step only in what a step may change
+// (views' data, extent 0 of the per-token views and of the page table's
+// arrays, device scale and counter pointers, the stream), each view's
+// extent 0 the size the step gives it. False: validate_arguments() decides.
+bool step_of_prepared(const StepPlan& plan, const Arguments& args, Step* step) noexcept;
 // Step (ropekv.hpp) and Arguments: step's fields written into *a (each
 // view's data, extent 0 of each present view whose dim 0 a step may change,
 // the scalars' pointers, the stream), and a's step fields (ropekv::step_of).
 void apply_step(const Step& step, Arguments* a) noexcept;
 Step step_of_arguments(const Arguments& a) noexcept;
-// validate_step for args that differ from plan.last_step at most in what
-// apply_step writes, with the same scalars set (null or not): every rule
-// the step's fields enter.
+// For args that differ from plan.last_step at most in what apply_step
+// writes, with the same scalars set (null or not): every rule the step's
+// fields enter holds.
 bool recheck_step(const StepPlan& plan, const Arguments& args) noexcept;
 // A moving step's part of the plan (StepPlan::moving, interleaved_sized)
-// from plan.last_step (not stale); false where a present view's span does
-// not fit (never for arguments a step re-check accepted).
+// from plan.last_step's shapes and sizes; false where a present view's span
+// does not fit (never for arguments a step re-check accepted).
 bool plan_moving(StepPlan* plan) noexcept;
 // recheck_step for a moving step (its sizes plan.moved's, the same scalars
 // set), from the step's words and plan.moving (moving_valid).

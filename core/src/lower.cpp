@@ -134,20 +134,13 @@ void fill_step_plan(StepPlan* plan, const Arguments& validated) noexcept {
   lower_shape(validated, plan->lowered);
   lower_data(validated, plan->lowered);
   plan->launch_state.valid = false;
-  std::memcpy(&plan->last_step, &validated, sizeof validated);  // bytes: lower_step compares them
-  plan->moved_valid = false;
-  plan->last_step_stale = false;
+  plan->last_step = validated;
+  plan->moved = step_of_arguments(validated);
+  plan->last_step_current = true;
   plan->moving_valid = false;
 }
 
 namespace {
-
-// last_step's step fields brought up to `moved` after moving steps.
-void catch_up(StepPlan& plan) {
-  if (!plan.last_step_stale) return;
-  apply_step(plan.moved, &plan.last_step);
-  plan.last_step_stale = false;
-}
 
 // The words of plan.lowered that lower_data copies Step words into, for
 // last_step's sizes (StepPlan::copies): found by lowering last_step with
@@ -194,7 +187,6 @@ bool plan_copies(StepPlan& plan) {
 // A moving step (StepPlan::moving): true when it passed and was lowered.
 bool moving_step(StepPlan& plan, const Step& step) {
   if (!plan.moving_valid) {
-    catch_up(plan);
     if (!plan_moving(&plan) || !plan_copies(plan)) return false;
     plan.moving_valid = true;
   }
@@ -204,7 +196,7 @@ bool moving_step(StepPlan& plan, const Step& step) {
                 reinterpret_cast<const char*>(&step) + plan.copies[k][1] * sizeof(void*),
                 sizeof(void*));
   plan.moved = step;
-  plan.last_step_stale = true;
+  plan.last_step_current = false;
   return true;
 }
 
@@ -212,22 +204,14 @@ bool moving_step(StepPlan& plan, const Step& step) {
 
 static_assert(std::is_trivially_copyable<Arguments>::value, "lower_step compares Arguments' bytes");
 bool lower_step(StepPlan& plan, const Arguments& args) noexcept {
-  catch_up(plan);
-  if (std::memcmp(&plan.last_step, &args, sizeof args) == 0) return true;  // lowered holds it
-  if (!validate_step(plan, args)) return false;
-  lower_data(args, plan.lowered);
-  std::memcpy(&plan.last_step, &args, sizeof args);
-  plan.moved_valid = false;
-  plan.moving_valid = false;
-  return true;
+  // The arguments lowered holds again (an engine's buffers that stay put).
+  if (plan.last_step_current && std::memcmp(&plan.last_step, &args, sizeof args) == 0) return true;
+  Step step;
+  return step_of_prepared(plan, args, &step) && lower_step(plan, step);
 }
 
 static_assert(std::is_trivially_copyable<Step>::value, "lower_step compares Step's bytes");
 bool lower_step(StepPlan& plan, const Step& step) noexcept {
-  if (!plan.moved_valid) {
-    plan.moved = step_of_arguments(plan.last_step);  // not stale: stale implies moved_valid
-    plan.moved_valid = true;
-  }
   const Step& last = plan.moved;
   if (std::memcmp(&last, &step, sizeof step) == 0) return true;  // lowered holds it
   // A step keeps which scales are device pointers and whether the counter is set.
@@ -239,10 +223,10 @@ bool lower_step(StepPlan& plan, const Step& step) noexcept {
   if (step.nnz == last.nnz && step.num_kv_indices == last.num_kv_indices &&
       step.kv_indptr_size == last.kv_indptr_size)
     return moving_step(plan, step);
-  // Other sizes: every step field written into last_step (stale or not),
-  // re-checked there, and lowered.
+  // Other sizes: every step field written into last_step, re-checked there,
+  // and lowered.
   apply_step(step, &plan.last_step);
-  plan.last_step_stale = false;
+  plan.last_step_current = true;  // whether it passes (step's fields) or not (last's)
   if (!recheck_step(plan, plan.last_step)) {
     apply_step(last, &plan.last_step);
     return false;

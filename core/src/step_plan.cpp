@@ -1,5 +1,5 @@
 // A prepared call: the plan of the shape validation accepted (plan_shape) and
-// a step's re-check against it and the prepared arguments (validate_step).
+// a step's re-check against it and the prepared arguments.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -468,11 +468,20 @@ bool moving_step_holds(const StepPlan& plan, const Step& step) noexcept {
       });
 }
 
-bool validate_step(const StepPlan& plan, const Arguments& args) noexcept {
-  // last_step: the lines the step's byte compare has just begun to read, and
-  // those lower_step then writes (the same verdict as the prepared arguments:
-  // a step keeps every field same_except_step compares).
-  return same_except_step(args, plan.last_step) && run_step(plan, args);
+bool step_of_prepared(const StepPlan& plan, const Arguments& args, Step* step) noexcept {
+  if (!same_except_step(args, plan.last_step)) return false;
+  *step = step_of_arguments(args);
+  // Each size is taken from the view that defines it: every other view
+  // apply_step sets must already have it.
+  return walk<kNumViews>([&](auto i) {
+    constexpr const ViewSpec& s = kViews[decltype(i)::value];
+    if constexpr (is_scalar(s.role) || !size_spec(s.dim[0].size).per_step) {
+      return true;
+    } else {
+      const TensorView& t = view_in(args, s);
+      return t.rank <= 0 || t.extent[0] == *step_size(*step, s.dim[0].size);
+    }
+  });
 }
 
 }  // namespace detail
