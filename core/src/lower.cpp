@@ -134,7 +134,7 @@ void fill_step_plan(StepPlan* plan, const Arguments& validated) noexcept {
   lower_shape(validated, plan->lowered);
   lower_data(validated, plan->lowered);
   plan->launch_state.valid = false;
-  plan->last_step = validated;
+  std::memcpy(&plan->last_step, &validated, sizeof validated);  // padding too: compared as bytes
   plan->moved = step_of_arguments(validated);
   plan->last_step_current = true;
   plan->moving_valid = false;
