@@ -61,14 +61,15 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
   gpu::PreparedLaunch l, l1;
   detail::LaunchParams p, p1;
   ropekv::PreparedCall prepared(ropekv::Backend::kCuda), prepared_moving(ropekv::Backend::kCuda),
-      prepared_fields(ropekv::Backend::kCuda);
+      prepared_fields(ropekv::Backend::kCuda), prepared_fields_moving(ropekv::Backend::kCuda);
   const ropekv::Step fields[2] = {ropekv::step_of(a), ropekv::step_of(a1)};
   std::unique_ptr<detail::StepPlan, void (*)(detail::StepPlan*)> plan(detail::new_step_plan(),
                                                                       &detail::delete_step_plan);
   if (!detail::lower(a, &p).ok() || !gpu::prepare_launch(p, &l).ok() ||
       !detail::lower(a1, &p1).ok() || !gpu::prepare_launch(p1, &l1).ok() ||
       !prepared.prepare(a).ok() || !prepared_moving.prepare(a).ok() ||
-      !prepared_fields.prepare(a).ok() || plan == nullptr) {
+      !prepared_fields.prepare(a).ok() || !prepared_fields_moving.prepare(a).ok() ||
+      plan == nullptr) {
     *error = "lowering or preparing the launch failed";
     return false;
   }
@@ -85,7 +86,8 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
     kStateLaunch,
     kPrepared,
     kPreparedMoving,
-    kFieldsMoving,  // kPreparedMoving given the step fields alone (PreparedCall::run(Step))
+    kFields,        // kPrepared given the step fields alone (PreparedCall::run(Step)), repeated
+    kFieldsMoving,  // kPreparedMoving given the step fields alone
     kBareMoving,    // the bare launches a moving prepared call makes: the two sets in turn
     kSpin,          // the control's CPU work alone: about as long as a repeated step's check
     kSpinLaunch,    // that work, then the bare launch: a launch spaced as in kStepLower
@@ -122,8 +124,12 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
           case kPreparedMoving:
             ok = prepared_moving.run(*moving[i & 1]).ok() && prepared_moving.last_run_was_step();
             break;
+          case kFields:
+            ok = prepared_fields.run(fields[0]).ok() && prepared_fields.last_run_was_step();
+            break;
           case kFieldsMoving:
-            ok = prepared_fields.run(fields[i & 1]).ok() && prepared_fields.last_run_was_step();
+            ok = prepared_fields_moving.run(fields[i & 1]).ok() &&
+                 prepared_fields_moving.last_run_was_step();
             break;
           case kBareMoving: ok = gpu::launch_prepared(*bare_moving[i & 1]) == cudaSuccess; break;
           case kSpin: spin(); break;
@@ -173,6 +179,7 @@ bool time_cpu(DeviceProblem& dp, const GpuCase& c, GpuTiming* out, std::string* 
         {"prepared_moving_over_launch_us", step(kPreparedMoving, kBare)},
         {"moving_launch_over_launch_us", step(kBareMoving, kBare)},
         {"prepared_moving_over_moving_launch_us", step(kPreparedMoving, kBareMoving)},
+        {"fields_over_launch_us", step(kFields, kBare)},
         {"fields_moving_over_moving_launch_us", step(kFieldsMoving, kBareMoving)},
         {"moving_sets", dp.sets > 1 ? 2.0 : 1.0},
         {"spin_us", median(us[kSpin])},
