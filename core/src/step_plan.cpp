@@ -428,6 +428,21 @@ bool plan_moving(StepPlan* plan) noexcept {
   return true;
 }
 
+namespace {
+// A moving step's full test of views i and j, rare (spans that meet where
+// the plan's did not): last_step's views (its shapes) at the step's data.
+// Out of line (cold): the moving step's own code stays short.
+__attribute__((noinline, cold)) bool moved_disjoint(const StepPlan& plan, const Step& step,
+                                                    const Span* spans, std::size_t i,
+                                                    std::size_t j) {
+  const OverlapViews v(plan.last_step, Active(plan.last_step));
+  TensorView a = *v.view[i], b = *v.view[j];
+  a.data = reinterpret_cast<void*>(step_word(step, kOverlapOrder.view[i]));
+  b.data = reinterpret_cast<void*>(step_word(step, kOverlapOrder.view[j]));
+  return provably_disjoint(a, spans[i], b, spans[j]);
+}
+}  // namespace
+
 // run_step's verdict for last_step with the step's words: the sizes, and
 // so each span's length, each view's self-overlap verdict and the size
 // rules, are those last_step passed with; a present scalar's rules (device
@@ -457,15 +472,7 @@ bool moving_step_holds(const StepPlan& plan, const Step& step) noexcept {
                    e.distance &&
                ((plan.interleaved_sized >> k) & 1u) != 0;
       },
-      [&](std::size_t i, std::size_t j) {
-        // Rare (spans that meet where the plan's did not): the full test on
-        // last_step's views (its shapes) at the step's data.
-        const OverlapViews v(plan.last_step, Active(plan.last_step));
-        TensorView a = *v.view[i], b = *v.view[j];
-        a.data = reinterpret_cast<void*>(step_word(step, kOverlapOrder.view[i]));
-        b.data = reinterpret_cast<void*>(step_word(step, kOverlapOrder.view[j]));
-        return provably_disjoint(a, spans[i], b, spans[j]);
-      });
+      [&](std::size_t i, std::size_t j) { return moved_disjoint(plan, step, spans, i, j); });
 }
 
 bool step_of_prepared(const StepPlan& plan, const Arguments& args, Step* step) noexcept {
