@@ -22,6 +22,12 @@
 //                            iterations unless --iterations=N says otherwise
 //   api/stepfields-moving[-cold]/SHAPE  the same two given only the step's
 //                            fields (ropekv::Step: PreparedCall::run(step))
+//   api/stepfields-sized[-cold]/SHAPE  the same with every other step at half
+//                            the token count: each step changes a size (no
+//                            moving step)
+//   api/stepfields-layers/SHAPE  one prepared call for 8 layers: the token
+//                            count changes at every 8th step, the pointers at
+//                            every step (time per step)
 //   api/run-nodevice/B/SHAPE run() on a device backend B without a device: its
 //                            whole path up to the launch (selection, rules, the
 //                            device check), which then reports kErrorNoDevice
@@ -165,6 +171,29 @@ void time_steps(benchmark::State& st, const Arguments& x, const Step& sx, const 
   detail::delete_step_plan(plan);
 }
 
+// One prepared call shared by the layers of a model (an engine's eager
+// step): cycles of kLayers steps, every data pointer moving from step to
+// step and the token count changing at each cycle's first step (between
+// x's count and half of it), so that one step in kLayers changes a size and
+// the next one is the first moving step at the new size. Time per step.
+void time_layers(benchmark::State& st, const Arguments& x, const Arguments& y) {
+  constexpr int kLayers = 8;
+  detail::StepPlan* plan = detail::new_step_plan();
+  if (plan == nullptr) std::abort();
+  detail::fill_step_plan(plan, x);
+  Step steps[2][2] = {{step_of(x), step_of(y)}, {step_of(x), step_of(y)}};
+  for (Step& s : steps[1]) s.nnz /= 2;
+  std::size_t i = 0;
+  for (auto _ : st) {
+    const std::size_t cycle = i / kLayers;
+    bool ok = detail::lower_step(*plan, steps[cycle & 1][i & 1]);
+    ++i;
+    benchmark::DoNotOptimize(ok);
+    benchmark::DoNotOptimize(plan->lowered);
+  }
+  detail::delete_step_plan(plan);
+}
+
 void register_call(const Call* c, const Call* twin) {
   reg(("api/validate/" + c->name).c_str(), [c](benchmark::State& st) {
     const Backend b = resolve_backend(Backend::kAuto);
@@ -197,6 +226,19 @@ void register_call(const Call* c, const Call* twin) {
       [&x, &y](benchmark::State& st) { time_steps(st, x, step_of(x), step_of(y), false); });
   reg(("api/stepfields-moving-cold/" + c->name).c_str(),
       [&x, &y](benchmark::State& st) { time_steps(st, x, step_of(x), step_of(y), true); }, true);
+  // Every other step at half the tokens (none for one token): every step changes a size.
+  const auto halved = [](const Arguments& a) {
+    Step s = step_of(a);
+    s.nnz /= 2;
+    return s;
+  };
+  reg(("api/stepfields-sized/" + c->name).c_str(),
+      [&x, &y, halved](benchmark::State& st) { time_steps(st, x, step_of(x), halved(y), false); });
+  reg(("api/stepfields-sized-cold/" + c->name).c_str(),
+      [&x, &y, halved](benchmark::State& st) { time_steps(st, x, step_of(x), halved(y), true); },
+      true);
+  reg(("api/stepfields-layers/" + c->name).c_str(),
+      [&x, &y](benchmark::State& st) { time_layers(st, x, y); });
   if (backend_compiled(Backend::kHost)) {
     reg(("api/prepared/host/" + c->name).c_str(), [c](benchmark::State& st) {
       PreparedCall call(Backend::kHost);
