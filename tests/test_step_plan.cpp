@@ -27,8 +27,11 @@ using ropekv::TensorView;
 namespace detail = ropekv::detail;
 namespace baseline = ropekv_test::baseline;
 
-// Buffer k of a call at its own 4 GiB region, far from the others.
-void* region(int k) { return reinterpret_cast<void*>(std::uintptr_t(k + 1) << 32); }
+// Buffer k of a call at its own 4 KiB region (a call's buffers take at
+// most 1 KiB): steps that move the regions by up to 2 KiB each make outputs
+// overlap other buffers in some steps and not in others, and whether they
+// do depends on the token count.
+void* region(int k) { return reinterpret_cast<void*>(std::uintptr_t(k + 1) << 12); }
 
 baseline::Buffers buffers(DType qkv_dtype) {
   return baseline::buffers_at(region(0), qkv_dtype, 0, region(1), region(2), region(3), region(4),
@@ -97,20 +100,20 @@ Arguments with_tokens(Arguments a, std::int64_t n) {
 }
 
 // A random step from `base` (the prepared arguments) at `*tokens` tokens:
-// most move every buffer by whole 16-byte units; some move one view alone
+// most move every buffer region by whole 16-byte units; some move one view alone
 // (off its interleaving, by an element or by one byte: misaligned), set one
 // view's data to another's or to null, or take another token count (kept
 // for the steps after); the stream changes at random.
 Arguments random_step(const Arguments& base, std::mt19937_64& rng, std::int64_t* tokens) {
   Arguments a = base;
   const std::uint64_t pick = rng() % 16;
-  if (pick < 10) {  // every buffer moved (each region on its own)
+  if (pick < 10) {  // every region moved, each on its own
     std::int64_t delta[16];
     for (std::int64_t& d : delta) d = std::int64_t(rng() % 512) * 16 - 4096;
     ropekv_test::rebase_pointers(a, [&](const void* p) -> const void* {
       if (p == nullptr) return p;
       const std::uintptr_t u = reinterpret_cast<std::uintptr_t>(p);
-      return reinterpret_cast<const void*>(u + std::uintptr_t(delta[(u >> 32) % 16]));
+      return reinterpret_cast<const void*>(u + std::uintptr_t(delta[(u >> 12) % 16]));
     });
   }
   TensorView* views[ropekv_test::kArgumentViews];

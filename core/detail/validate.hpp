@@ -89,9 +89,11 @@ struct StepPlan {
   // `moving_valid` (made from last_step, its sizes moved's): per present
   // view, in present order, its span's byte length (0: empty), the view and
   // its Step word; which interleaved pairs have their planned extents (bit
-  // k: interleaved[k]); and the words of `lowered` that lower_data copies
-  // Step words into (lowered's word, Step's word), so that the step's
-  // lowering is those copies.
+  // k: interleaved[k]). While `copies_valid`, for sizes zero as
+  // `copies_zeros` says (bit per size: which words they are depends on
+  // nothing else): the words of `lowered` that lower_data copies Step words
+  // into (lowered's word, Step's word), so that the step's lowering is
+  // those copies.
   struct MovingView {
     std::int64_t bytes = 0;
     std::uint8_t view = 0, word = 0, align_mask = 0;
@@ -100,7 +102,8 @@ struct StepPlan {
   std::uint8_t interleaved_sized = 0;
   std::uint8_t num_copies = 0;
   std::uint8_t copies[32][2] = {};
-  bool moving_valid = false;
+  std::uint8_t copies_zeros = 0;
+  bool moving_valid = false, copies_valid = false;
 };
 // The shape part of `plan` for `validated` (arguments validation accepted):
 // the views' constants, the pairs (lower.hpp fills the rest).

@@ -138,6 +138,7 @@ void fill_step_plan(StepPlan* plan, const Arguments& validated) noexcept {
   plan->moved = step_of_arguments(validated);
   plan->last_step_current = true;
   plan->moving_valid = false;
+  plan->copies_valid = false;
 }
 
 namespace {
@@ -154,9 +155,9 @@ static_assert(sizeof(LaunchParams) % sizeof(void*) == 0 &&
 constexpr std::size_t kStreamWord = offsetof(Step, stream) / sizeof(void*);
 bool plan_copies(StepPlan& plan) {
   constexpr std::size_t kWords = sizeof(LaunchParams) / sizeof(void*);
-  const auto mark = [](int round, std::size_t word) {
-    return (round == 0 ? std::uintptr_t(0x5eed) : std::uintptr_t(0x7ab1)) << 44 |
-           std::uintptr_t(word + 1) << 8;
+  constexpr std::uintptr_t kTag[2] = {0x5eed, 0x7ab1};
+  const auto mark = [&](int round, std::size_t word) {
+    return kTag[round] << 44 | std::uintptr_t(word + 1) << 8;
   };
   std::uintptr_t got[2][kWords];
   Arguments probe = plan.last_step;
@@ -173,22 +174,37 @@ bool plan_copies(StepPlan& plan) {
     std::memcpy(got[round], &lowered, sizeof lowered);
   }
   plan.num_copies = 0;
-  for (std::size_t o = 0; o < kWords; ++o)
-    for (std::size_t w = 0; w <= kStreamWord; ++w)
-      if (got[0][o] == mark(0, w) && got[1][o] == mark(1, w)) {
-        if (plan.num_copies == sizeof(plan.copies) / sizeof(plan.copies[0])) return false;
-        plan.copies[plan.num_copies][0] = std::uint8_t(o);
-        plan.copies[plan.num_copies][1] = std::uint8_t(w);
-        ++plan.num_copies;
-      }
+  for (std::size_t o = 0; o < kWords; ++o) {
+    if (got[0][o] >> 44 != kTag[0]) continue;
+    const std::size_t w = std::size_t((got[0][o] >> 8) & 0xfff) - 1;  // the mark it holds
+    if (w > kStreamWord || got[0][o] != mark(0, w) || got[1][o] != mark(1, w)) continue;
+    if (plan.num_copies == sizeof(plan.copies) / sizeof(plan.copies[0])) return false;
+    plan.copies[plan.num_copies][0] = std::uint8_t(o);
+    plan.copies[plan.num_copies][1] = std::uint8_t(w);
+    ++plan.num_copies;
+  }
   return true;
 }
 
+// Which of a step's sizes are 0: the copies depend on nothing else (a view
+// with an extent 0 has no data in the launch parameters).
+std::uint8_t zero_sizes(const Step& s) {
+  return std::uint8_t((s.nnz == 0) | (s.num_kv_indices == 0) << 1 | (s.kv_indptr_size == 0) << 2);
+}
+
 // A moving step (StepPlan::moving): true when it passed and was lowered.
+// The plan's part for the sizes is made at the first moving step after
+// they change; the copies where another size becomes or stops being 0.
 bool moving_step(StepPlan& plan, const Step& step) {
   if (!plan.moving_valid) {
-    if (!plan_moving(&plan) || !plan_copies(plan)) return false;
+    if (!plan_moving(&plan)) return false;
     plan.moving_valid = true;
+  }
+  const std::uint8_t zeros = zero_sizes(step);
+  if (!plan.copies_valid || plan.copies_zeros != zeros) {
+    plan.copies_valid = plan_copies(plan);
+    plan.copies_zeros = zeros;
+    if (!plan.copies_valid) return false;
   }
   if (!moving_step_holds(plan, step)) return false;
   for (std::size_t k = 0; k < plan.num_copies; ++k)
