@@ -284,9 +284,13 @@ TEST_P(PreparedCallSuite, PageTableStepsWriteWhatRunWrites) {
     x.indptr = reinterpret_cast<std::int32_t*>(b.add("kv_indptr", 7 * 4, false));
     x.batch = reinterpret_cast<std::int32_t*>(b.add("batch_indices", 6 * 4, false));
     x.kv_pos = reinterpret_cast<std::int32_t*>(b.add("kv_positions", 6 * 4, false));
+    // Sequence b's pages are entries 2b and 2b + 1: distinct pages for the
+    // sequences of a step (their tokens use the first), so that no two
+    // tokens share a cache slot (the order of two writes to one slot is
+    // not the contract's).
     for (int k = 0; k < 8; ++k) {
-      x.list[0][k] = k % 4;
-      x.list[1][k] = 3 - k % 4;
+      x.list[0][k] = (k / 2) % 4;
+      x.list[1][k] = 3 - (k / 2) % 4;
     }
     return x;
   };
