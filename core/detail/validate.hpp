@@ -2,7 +2,9 @@
 // prepared call's re-check of a step. Lowering (lower.hpp) runs these first.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "detail/params.hpp"
 #include "ropekv/ropekv.hpp"
@@ -22,6 +24,19 @@ bool step_rules_hold(const Arguments& args) noexcept;
 inline bool has_nope(const Arguments& a) noexcept {
   return a.q_nope.present() || a.k_nope.present() || a.q_nope_out.present() ||
          a.k_cache_nope.present();
+}
+
+// Step (ropekv.hpp) as pointer-sized words: word w < kNumViews is view w's
+// data or scalar pointer (kViews' order, asserted in step_plan.cpp), then the
+// sizes, then the stream (kStepStreamWord).
+constexpr std::size_t kStepStreamWord = offsetof(Step, stream) / sizeof(void*);
+inline std::uintptr_t step_word(const Step& s, std::size_t w) noexcept {
+  std::uintptr_t v;
+  std::memcpy(&v, reinterpret_cast<const char*>(&s) + w * sizeof(void*), sizeof v);
+  return v;
+}
+inline void set_step_word(Step* s, std::size_t w, std::uintptr_t v) noexcept {
+  std::memcpy(reinterpret_cast<char*>(s) + w * sizeof(void*), &v, sizeof v);
 }
 
 // A prepared call's plan (PreparedCall): what a step's re-check needs of the

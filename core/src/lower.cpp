@@ -152,7 +152,6 @@ static_assert(sizeof(LaunchParams) % sizeof(void*) == 0 &&
                   alignof(LaunchParams) >= alignof(void*) &&
                   sizeof(LaunchParams) / sizeof(void*) <= 256,
               "StepPlan::copies names lowered's words in a byte");
-constexpr std::size_t kStreamWord = offsetof(Step, stream) / sizeof(void*);
 bool plan_copies(StepPlan& plan) {
   constexpr std::size_t kWords = sizeof(LaunchParams) / sizeof(void*);
   constexpr std::uintptr_t kTag[2] = {0x5eed, 0x7ab1};
@@ -163,10 +162,9 @@ bool plan_copies(StepPlan& plan) {
   Arguments probe = plan.last_step;
   for (int round = 0; round < 2; ++round) {
     Step marks = plan.moved;
-    for (std::size_t w = 0; w <= kStreamWord; ++w)
-      if (w < kNumViews || w == kStreamWord) {
-        const std::uintptr_t m = mark(round, w);
-        std::memcpy(reinterpret_cast<char*>(&marks) + w * sizeof(void*), &m, sizeof m);
+    for (std::size_t w = 0; w <= kStepStreamWord; ++w)
+      if (w < kNumViews || w == kStepStreamWord) {
+        set_step_word(&marks, w, mark(round, w));
       }
     apply_step(marks, &probe);
     LaunchParams lowered = plan.lowered;
@@ -177,7 +175,7 @@ bool plan_copies(StepPlan& plan) {
   for (std::size_t o = 0; o < kWords; ++o) {
     if (got[0][o] >> 44 != kTag[0]) continue;
     const std::size_t w = std::size_t((got[0][o] >> 8) & 0xfff) - 1;  // the mark it holds
-    if (w > kStreamWord || got[0][o] != mark(0, w) || got[1][o] != mark(1, w)) continue;
+    if (w > kStepStreamWord || got[0][o] != mark(0, w) || got[1][o] != mark(1, w)) continue;
     if (plan.num_copies == sizeof(plan.copies) / sizeof(plan.copies[0])) return false;
     plan.copies[plan.num_copies][0] = std::uint8_t(o);
     plan.copies[plan.num_copies][1] = std::uint8_t(w);
@@ -207,10 +205,11 @@ bool moving_step(StepPlan& plan, const Step& step) {
     if (!plan.copies_valid) return false;
   }
   if (!moving_step_holds(plan, step)) return false;
-  for (std::size_t k = 0; k < plan.num_copies; ++k)
-    std::memcpy(reinterpret_cast<char*>(&plan.lowered) + plan.copies[k][0] * sizeof(void*),
-                reinterpret_cast<const char*>(&step) + plan.copies[k][1] * sizeof(void*),
-                sizeof(void*));
+  for (std::size_t k = 0; k < plan.num_copies; ++k) {
+    const std::uintptr_t word = step_word(step, plan.copies[k][1]);
+    std::memcpy(reinterpret_cast<char*>(&plan.lowered) + plan.copies[k][0] * sizeof(void*), &word,
+                sizeof word);
+  }
   plan.moved = step;
   plan.last_step_current = false;
   return true;

@@ -324,6 +324,7 @@ ROPEKV_STEP_AT(batch_indices, kBatchIndices);
 ROPEKV_STEP_AT(kv_positions, kKvPositions);
 #undef ROPEKV_STEP_AT
 static_assert(offsetof(Step, nnz) == kNumViews * sizeof(void*) &&
+                  kStepStreamWord == kNumViews + 3 &&
                   std::has_unique_object_representations_v<Step>,
               "Step: the pointers, then the sizes, no padding (steps are compared as bytes)");
 
@@ -351,12 +352,12 @@ void apply_step(const Step& step, Arguments* a) noexcept {
   walk<kNumViews>([&](auto i) {
     constexpr const ViewSpec& s = kViews[decltype(i)::value];
     char* field = reinterpret_cast<char*>(a) + s.offset;
-    const char* word = reinterpret_cast<const char*>(&step) + s.id * sizeof(void*);
+    const std::uintptr_t word = step_word(step, s.id);
     if constexpr (is_scalar(s.role)) {
-      std::memcpy(field, word, sizeof(void*));
+      std::memcpy(field, &word, sizeof word);
     } else {
       TensorView& t = *reinterpret_cast<TensorView*>(field);
-      std::memcpy(&t.data, word, sizeof(void*));
+      std::memcpy(&t.data, &word, sizeof word);
       if constexpr (size_spec(s.dim[0].size).per_step) {
         if (t.rank > 0) t.extent[0] = *step_size(step, s.dim[0].size);
       }
@@ -371,12 +372,13 @@ Step step_of_arguments(const Arguments& a) noexcept {
   walk<kNumViews>([&](auto i) {
     constexpr const ViewSpec& s = kViews[decltype(i)::value];
     const char* field = reinterpret_cast<const char*>(&a) + s.offset;
-    char* word = reinterpret_cast<char*>(&step) + s.id * sizeof(void*);
-    if constexpr (is_scalar(s.role)) {
-      std::memcpy(word, field, sizeof(void*));
-    } else {
+    // A scalar's field is its pointer; a view's data pointer comes first.
+    static_assert(offsetof(TensorView, data) == 0, "TensorView: data first");
+    std::uintptr_t word;
+    std::memcpy(&word, field, sizeof word);
+    set_step_word(&step, s.id, word);
+    if constexpr (!is_scalar(s.role)) {
       const TensorView& t = *reinterpret_cast<const TensorView*>(field);
-      std::memcpy(word, &t.data, sizeof(void*));
       // Each size from the view that defines it (q_rope, kv_indices, kv_indptr).
       constexpr Size z = s.dim[0].size;
       if constexpr (size_spec(z).per_step && s.dim[0].check == Check::kDefines) {
@@ -392,15 +394,6 @@ Step step_of_arguments(const Arguments& a) noexcept {
 bool recheck_step(const StepPlan& plan, const Arguments& args) noexcept {
   return run_step(plan, args);
 }
-
-namespace {
-// Step's word for view id `id` (kViews' order): its data or scalar pointer.
-std::uintptr_t step_word(const Step& step, std::size_t id) {
-  std::uintptr_t w;
-  std::memcpy(&w, reinterpret_cast<const char*>(&step) + id * sizeof(void*), sizeof w);
-  return w;
-}
-}  // namespace
 
 bool plan_moving(StepPlan* plan) noexcept {
   const Arguments& a = plan->last_step;
