@@ -211,6 +211,9 @@ namespace {
 // tokens; beyond, up to 1.16x slower; HIP takes the same rule, unmeasured).
 constexpr std::uint64_t kDecodeTokensPerSm = 24, kDecodeFewWaves = 4,
                         kDecodeFewWavesTokensPerSm = 32;
+// With PDL and early indices, page tables from this many tokens take the
+// flat layout by role where the 2D grid fits at once (below).
+constexpr std::int64_t kDecodeFlatEarlyTokens = 64;
 
 // The launch decision for p on `dev`: path, kernel, grid, block, dynamic
 // shared memory and geometry (not the call's own fields: stream, params,
@@ -319,8 +322,16 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       const std::uint64_t lanes =
           32u * std::uint64_t(by_part ? d.warp_begin[kParts] : (g.units + 31) / 32);
       const bool idle_lanes = 8 * (lanes - g.units) >= lanes;  // (a block's unused warps exit)
-      const bool rule_flat = tune.decode == 0 && flat_kernel != nullptr && blocks > wave &&
-                             (p.addressing == Addressing::kSlotMapping || idle_lanes);
+      // With PDL and early indices, page tables from kDecodeFlatEarlyTokens
+      // tokens flat by role within one wave too (only the cache role's warps
+      // look pages up, no idle lanes): 0.88-1.03 of this grid's time at 64
+      // and 256 tokens, median 0.99; at 8 tokens 0.92-1.03 (perf/RESULTS.md).
+      const bool early_flat = p.pdl && p.early_indices && flat_by_role &&
+                              p.addressing == Addressing::kPageTable &&
+                              p.nnz >= kDecodeFlatEarlyTokens;
+      const bool rule_flat =
+          tune.decode == 0 && flat_kernel != nullptr &&
+          (blocks > wave ? p.addressing == Addressing::kSlotMapping || idle_lanes : early_flat);
       if (forced_flat || rule_flat) take_flat(flat_kernel);
       return;
     }

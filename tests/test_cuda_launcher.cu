@@ -305,6 +305,40 @@ TEST(CudaLauncher, DecodeBlocksOfTwoWarpsForSmallEarlyLaunches) {
   EXPECT_EQ(l.block.x, 96u);
 }
 
+// Page tables with PDL and early indices from 64 tokens: the flat layout by
+// role where the 2D grid fits at once; not below 64 tokens, not without early
+// indices, not for slot mapping, not against the measurement overrides.
+TEST(CudaLauncher, FlatDecodeLayoutForEarlyPageTablesFromSixtyFourTokens) {
+  if (!backend_available(Backend::kCuda))
+    GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)";
+  const std::uintptr_t base = std::uintptr_t(1) << 32;
+  LaunchParams table = page_table_params(64, base);
+  table.pdl = table.early_indices = true;
+  gpu::PreparedLaunch l = decide(table);
+  ASSERT_EQ(l.path, gpu::Path::kDecode);
+  EXPECT_TRUE(l.decode_flat);
+  EXPECT_TRUE(l.decode_by_part);  // by role
+  EXPECT_EQ(l.block.x, 128u);
+  EXPECT_EQ(l.grid.x, unsigned((64 * 40 + 127) / 128));
+  EXPECT_EQ(l.grid.y, 1u);
+  LaunchParams fewer = page_table_params(63, base);
+  fewer.pdl = fewer.early_indices = true;
+  EXPECT_FALSE(decide(fewer).decode_flat);
+  table.early_indices = false;  // PDL alone
+  EXPECT_FALSE(decide(table).decode_flat);
+  LaunchParams slots = params(64, base);
+  slots.pdl = slots.early_indices = true;
+  EXPECT_FALSE(decide(slots).decode_flat);
+  table.early_indices = true;
+  gpu::Tuning t;
+  t.decode = 1;  // the decode kernel wherever it can run, its 2D grid
+  gpu::set_tuning(t);
+  const gpu::PreparedLaunch grid = decide(table);
+  gpu::set_tuning(gpu::Tuning{});
+  EXPECT_EQ(grid.path, gpu::Path::kDecode);
+  EXPECT_FALSE(grid.decode_flat);
+}
+
 // Without PDL, from 4 blocks of 4 warps a multiprocessor on: one block of a
 // token's 6 warps (blocks of up to 8 warps, the warps spread evenly); below
 // that, or with PDL, blocks of 4 warps.
