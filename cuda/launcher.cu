@@ -322,13 +322,13 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       const std::uint64_t lanes =
           32u * std::uint64_t(by_part ? d.warp_begin[kParts] : (g.units + 31) / 32);
       const bool idle_lanes = 8 * (lanes - g.units) >= lanes;  // (a block's unused warps exit)
-      // With PDL and early indices, page tables from kDecodeFlatEarlyTokens
-      // tokens flat by role within one wave too (only the cache role's warps
-      // look pages up, no idle lanes): 0.88-1.03 of this grid's time at 64
-      // and 256 tokens, median 0.99; at 8 tokens 0.92-1.03 (perf/RESULTS.md).
-      const bool early_flat = p.pdl && p.early_indices && flat_by_role &&
-                              p.addressing == Addressing::kPageTable &&
-                              p.nnz >= kDecodeFlatEarlyTokens;
+      // With PDL and early indices, page tables (the flat kernel by role: their
+      // fixed form) from kDecodeFlatEarlyTokens tokens flat within one wave
+      // too (only the cache role's warps look pages up, no idle lanes): on the
+      // H200 0.84-1.03 of this grid's time at 64 and 256 tokens, median 0.995;
+      // at 8 tokens no gain (perf/RESULTS.md).
+      const bool early_flat =
+          p.pdl && p.early_indices && flat_by_role && p.nnz >= kDecodeFlatEarlyTokens;
       const bool rule_flat =
           tune.decode == 0 && flat_kernel != nullptr &&
           (blocks > wave ? p.addressing == Addressing::kSlotMapping || idle_lanes : early_flat);
