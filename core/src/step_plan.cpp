@@ -327,6 +327,8 @@ static_assert(offsetof(Step, nnz) == kNumViews * sizeof(void*) &&
                   kStepStreamWord == kNumViews + 3 &&
                   std::has_unique_object_representations_v<Step>,
               "Step: the pointers, then the sizes, no padding (steps are compared as bytes)");
+static_assert(offsetof(TensorView, data) == 0,
+              "step_of_arguments reads a view's data pointer at its field's start");
 
 namespace {
 // Step's field for size z (a size a step may change: size_spec(z).per_step).
@@ -372,9 +374,7 @@ Step step_of_arguments(const Arguments& a) noexcept {
   walk<kNumViews>([&](auto i) {
     constexpr const ViewSpec& s = kViews[decltype(i)::value];
     const char* field = reinterpret_cast<const char*>(&a) + s.offset;
-    // A scalar's field is its pointer; a view's data pointer comes first.
-    static_assert(offsetof(TensorView, data) == 0, "TensorView: data first");
-    std::uintptr_t word;
+    std::uintptr_t word;  // a scalar's field is its pointer, a view's starts with it
     std::memcpy(&word, field, sizeof word);
     set_step_word(&step, s.id, word);
     if constexpr (!is_scalar(s.role)) {
