@@ -143,22 +143,32 @@ void fill_step_plan(StepPlan* plan, const Arguments& validated) noexcept {
 
 namespace {
 
+constexpr std::size_t kLaunchWords = sizeof(LaunchParams) / sizeof(void*);
+// Word o of launch parameters, as plan_copies finds them and the moving step
+// writes them.
+std::uintptr_t launch_word(const LaunchParams& p, std::size_t o) noexcept {
+  std::uintptr_t v;
+  std::memcpy(&v, reinterpret_cast<const char*>(&p) + o * sizeof v, sizeof v);
+  return v;
+}
+void set_launch_word(LaunchParams* p, std::size_t o, std::uintptr_t v) noexcept {
+  std::memcpy(reinterpret_cast<char*>(p) + o * sizeof v, &v, sizeof v);
+}
+
 // The words of plan.lowered that lower_data copies Step words into, for
 // last_step's sizes (StepPlan::copies): found by lowering last_step with
 // every Step pointer and the stream set to marks, twice with different
 // marks (a word that holds the same word's mark both times is its copy), so
 // that lower_data stays the one definition of the lowering.
 static_assert(sizeof(LaunchParams) % sizeof(void*) == 0 &&
-                  alignof(LaunchParams) >= alignof(void*) &&
-                  sizeof(LaunchParams) / sizeof(void*) <= 256,
+                  alignof(LaunchParams) >= alignof(void*) && kLaunchWords <= 256,
               "StepPlan::copies names lowered's words in a byte");
 bool plan_copies(StepPlan& plan) {
-  constexpr std::size_t kWords = sizeof(LaunchParams) / sizeof(void*);
   constexpr std::uintptr_t kTag[2] = {0x5eed, 0x7ab1};
   const auto mark = [&](int round, std::size_t word) {
     return kTag[round] << 44 | std::uintptr_t(word + 1) << 8;
   };
-  std::uintptr_t got[2][kWords];
+  std::uintptr_t got[2][kLaunchWords];
   Arguments probe = plan.last_step;
   for (int round = 0; round < 2; ++round) {
     Step marks = plan.moved;
@@ -169,10 +179,10 @@ bool plan_copies(StepPlan& plan) {
     apply_step(marks, &probe);
     LaunchParams lowered = plan.lowered;
     lower_data(probe, lowered);
-    std::memcpy(got[round], &lowered, sizeof lowered);
+    for (std::size_t o = 0; o < kLaunchWords; ++o) got[round][o] = launch_word(lowered, o);
   }
   plan.num_copies = 0;
-  for (std::size_t o = 0; o < kWords; ++o) {
+  for (std::size_t o = 0; o < kLaunchWords; ++o) {
     if (got[0][o] >> 44 != kTag[0]) continue;
     const std::size_t w = std::size_t((got[0][o] >> 8) & 0xfff) - 1;  // the mark it holds
     if (w > kStepStreamWord || got[0][o] != mark(0, w) || got[1][o] != mark(1, w)) continue;
@@ -205,11 +215,8 @@ bool moving_step(StepPlan& plan, const Step& step) {
     if (!plan.copies_valid) return false;
   }
   if (!moving_step_holds(plan, step)) return false;
-  for (std::size_t k = 0; k < plan.num_copies; ++k) {
-    const std::uintptr_t word = step_word(step, plan.copies[k][1]);
-    std::memcpy(reinterpret_cast<char*>(&plan.lowered) + plan.copies[k][0] * sizeof(void*), &word,
-                sizeof word);
-  }
+  for (std::size_t k = 0; k < plan.num_copies; ++k)
+    set_launch_word(&plan.lowered, plan.copies[k][0], step_word(step, plan.copies[k][1]));
   plan.moved = step;
   plan.last_step_current = false;
   return true;
