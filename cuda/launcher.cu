@@ -44,22 +44,26 @@ constexpr int kMaxDevices = 64;
 constexpr std::size_t kDefaultShared = 48 * 1024;  // dynamic shared memory without opt-in
 
 std::atomic<int> g_tune_decode{0}, g_tune_trigger{0}, g_tune_bulk{0}, g_tune_rows{0},
-    g_tune_decode_warps{0};
+    g_tune_decode_warps{0}, g_tune_flat_tables{0};
 
-// Multiprocessor count of `dev`, read from the device once.
-int sm_count(int dev) {
+// A device attribute of `dev` (Query's), read from the device once;
+// `fallback` where the query fails.
+template <Error (*Query)(int, int*)>
+int device_attribute(int dev, int fallback) {
   static std::atomic<int> cache[kMaxDevices] = {};
-  if (dev < 0 || dev >= kMaxDevices) return 132;
+  if (dev < 0 || dev >= kMaxDevices) return fallback;
   int n = cache[dev].load(std::memory_order_relaxed);
   if (n == 0) {
-    if (multiprocessor_count(dev, &n) != kSuccess || n <= 0) {
+    if (Query(dev, &n) != kSuccess || n <= 0) {
       (void)last_error();  // not left for the caller's next query
-      n = 132;
+      n = fallback;
     }
     cache[dev].store(n, std::memory_order_relaxed);
   }
   return n;
 }
+int sm_count(int dev) { return device_attribute<multiprocessor_count>(dev, 132); }
+int l2_bytes(int dev) { return device_attribute<l2_cache_bytes>(dev, 50 << 20); }
 
 // The occupancy cache of resident_per_sm: one entry per (kernel, block,
 // device), in the order they were made; `shared` is the dynamic shared
@@ -174,6 +178,7 @@ void set_tuning(const Tuning& t) noexcept {
   g_tune_bulk.store(t.bulk, std::memory_order_relaxed);
   g_tune_rows.store(t.rows, std::memory_order_relaxed);
   g_tune_decode_warps.store(t.decode_warps, std::memory_order_relaxed);
+  g_tune_flat_tables.store(t.flat_tables, std::memory_order_relaxed);
 }
 Tuning tuning() noexcept {
   Tuning t;
@@ -182,6 +187,7 @@ Tuning tuning() noexcept {
   t.bulk = g_tune_bulk.load(std::memory_order_relaxed);
   t.rows = g_tune_rows.load(std::memory_order_relaxed);
   t.decode_warps = g_tune_decode_warps.load(std::memory_order_relaxed);
+  t.flat_tables = g_tune_flat_tables.load(std::memory_order_relaxed);
   return t;
 }
 
@@ -224,6 +230,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   l.geometry = VecGeometry{};
   l.decode_by_part = false;
   l.decode_flat = false;
+  l.decode_stream = false;
   if (!vector_eligible(p)) {
     l.path = Path::kGeneric;
     l.kernel = reinterpret_cast<const void*>(pick_generic(p));
@@ -249,10 +256,11 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
           ? pick_vec(VecFamily::kDecodeFlat, p, &flat_by_role)
           : nullptr;
   const bool forced_flat = tune.decode >= 2 && flat_kernel != nullptr;
-  auto take_flat = [&](const void* kernel) {
+  auto take_flat = [&](const void* kernel, bool stream) {
     l.path = Path::kDecode;
     l.kernel = kernel;
     l.decode_flat = true;
+    l.decode_stream = stream;
     l.decode_by_part = flat_by_role;  // packed or by role
     const unsigned block = tune.decode_warps > 0 ? 32u * std::min(unsigned(tune.decode_warps),
                                                                   unsigned(kVecBlock) / 32)
@@ -332,7 +340,22 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       const bool rule_flat =
           tune.decode == 0 && flat_kernel != nullptr &&
           (blocks > wave ? p.addressing == Addressing::kSlotMapping || idle_lanes : early_flat);
-      if (forced_flat || rule_flat) take_flat(flat_kernel);
+      if (forced_flat || rule_flat) take_flat(flat_kernel, false);
+      return;
+    }
+  }
+  // Measurements (tune.flat_tables): page tables past the decode kernel's
+  // 2D grid in the flat layout by role up to flat_tables L2s of bytes a
+  // launch, inputs evict-first past one L2 (so that it keeps the index
+  // arrays, cos/sin rows and cache lines). Not the rule yet: on the H200 the
+  // wide shapes at 4096-8192 tokens took 0.88-0.98 of the rows kernel's
+  // time, at 32768 more (perf/RESULTS.md).
+  if (tune.flat_tables > 0 && flat_kernel != nullptr && flat_by_role) {
+    const std::uint64_t bytes =
+        std::uint64_t(p.nnz) * g.units * kItem * std::uint64_t(p.in.bytes + p.q_out.bytes);
+    const std::uint64_t l2 = std::uint64_t(l2_bytes(dev));
+    if (bytes <= std::uint64_t(tune.flat_tables) * l2) {
+      take_flat(flat_kernel, bytes > l2);
       return;
     }
   }
@@ -386,7 +409,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       // unit a thread is faster (perf/RESULTS.md).
       if (tune.rows == 0 && flat_kernel != nullptr &&
           blocks <= std::uint64_t(rows_per_sm) * std::uint64_t(sms)) {
-        take_flat(flat_kernel);
+        take_flat(flat_kernel, false);
         return;
       }
       g.team = team;
@@ -482,7 +505,8 @@ void fill_call(const LaunchParams& p, PreparedLaunch& l, bool shape) {
   l.pdl = p.pdl;
   l.params = &p;
   if (l.path != Path::kDecode) return;
-  if (shape) fill_decode_shape(p, l.geometry, l.decode_by_part, l.decode_flat, l.decode);
+  if (shape)
+    fill_decode_shape(p, l.geometry, l.decode_by_part, l.decode_flat, l.decode_stream, l.decode);
   fill_decode_data(p, l.decode);
 }
 

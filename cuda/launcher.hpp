@@ -42,6 +42,7 @@ struct PreparedLaunch {
   VecGeometry geometry = {};
   bool decode_by_part = false;  // by part or role (fused_decode_kernel, flat: by role)
   bool decode_flat = false;     // over a 1D grid (fused_decode_flat_kernel)
+  bool decode_stream = false;   // flat: inputs loaded evict-first (kBodyStream)
   DecodeParams decode;
   BulkPlan bulk;  // the bulk kernel's third argument
 };
@@ -76,6 +77,10 @@ struct Tuning {
   // N > 0: decode blocks of at most N warps, a token's warps spread evenly
   // over its blocks; -1: at most 4 warps, never the wider blocks of the rule.
   int decode_warps = 0;
+  // N > 0: page tables past the decode kernel's grid in the flat layout (by
+  // role) up to N times the L2's bytes a launch, their inputs evict-first
+  // (kBodyStream) past one (a measurement: perf/RESULTS.md).
+  int flat_tables = 0;
 };
 void set_tuning(const Tuning& t) noexcept;
 Tuning tuning() noexcept;

@@ -33,6 +33,9 @@ inline Error current_device(int* dev) { return cudaGetDevice(dev); }
 inline Error multiprocessor_count(int dev, int* n) {
   return cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, dev);
 }
+inline Error l2_cache_bytes(int dev, int* n) {
+  return cudaDeviceGetAttribute(n, cudaDevAttrL2CacheSize, dev);
+}
 // Blocks of `block` threads of `kernel`, each with `smem` bytes of dynamic
 // shared memory, that fit on one multiprocessor at once.
 inline Error resident_blocks(const void* kernel, int block, std::size_t smem, int* n) {
@@ -89,6 +92,10 @@ __device__ __forceinline__ void store_streaming(uint2* p, uint2 v) { __stcs(p, v
 __device__ __forceinline__ uint2 load_readonly(const uint2* p) { return __ldg(p); }
 __device__ __forceinline__ uint4 load_readonly(const uint4* p) { return __ldg(p); }
 __device__ __forceinline__ float4 load_readonly(const float4* p) { return __ldg(p); }
+// A q, k or v input vector read evict-first (streaming: it is read once), which
+// leaves the L2 to the index arrays, the cos/sin rows and the cache lines being
+// written (the op floor and the flat layout at large launches: perf/RESULTS.md).
+__device__ __forceinline__ uint4 load_input(const uint4* p) { return __ldcs(p); }
 
 // Asynchronous 16-byte copies from global to shared memory (cp.async,
 // sm_80+; L2 only): they hold no registers while in flight. A thread groups

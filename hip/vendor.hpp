@@ -31,6 +31,9 @@ inline Error current_device(int* dev) { return hipGetDevice(dev); }
 inline Error multiprocessor_count(int dev, int* n) {
   return hipDeviceGetAttribute(n, hipDeviceAttributeMultiprocessorCount, dev);
 }
+inline Error l2_cache_bytes(int dev, int* n) {
+  return hipDeviceGetAttribute(n, hipDeviceAttributeL2CacheSize, dev);
+}
 inline Error resident_blocks(const void* kernel, int block, std::size_t smem, int* n) {
   return hipOccupancyMaxActiveBlocksPerMultiprocessor(n, kernel, block, smem);
 }
@@ -61,6 +64,8 @@ __device__ __forceinline__ void store_streaming(uint2* p, uint2 v) { *p = v; }
 __device__ __forceinline__ uint2 load_readonly(const uint2* p) { return *p; }
 __device__ __forceinline__ uint4 load_readonly(const uint4* p) { return *p; }
 __device__ __forceinline__ float4 load_readonly(const float4* p) { return *p; }
+// A q, k or v input vector (CUDA: evict-first; here a plain load, unmeasured).
+__device__ __forceinline__ uint4 load_input(const uint4* p) { return *p; }
 
 // No asynchronous global-to-shared copy is used on AMD GPUs: the launcher
 // never picks the staged vector kernel (kAsyncCopy), and these plain

@@ -1,6 +1,6 @@
 // The reference kernels the perf suite times beside the op, and their launches: the floor, the
-// data floor, the move floor and the math floor (GpuKind::kFloor, kDataFloor, kMove,
-// kMathFloor; see cuda_perf.hpp).
+// data floor, the move floor, the math floor and the op floor (GpuKind::kFloor, kDataFloor,
+// kMove, kMathFloor; see cuda_perf.hpp).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -237,6 +237,44 @@ __global__ void math_floor_flat_kernel(const float* cos_sin, const DataFloorPara
   math_floor_unit(cos_sin, d, rotary, div, out, nnz, int(x - t * std::uint32_t(d.units)), t);
 }
 
+// The op floor: the op's whole work in the plainest form a kernel can take,
+// the flat math floor with the op's own index chain and destinations. Thread
+// x takes unit u of token t (as math_floor_flat_kernel); it loads the unit's
+// two input vectors at once (evict-first, as the library's kernels; a padding
+// token's rows may be read) beside the token's index entries, then, not
+// padding, its cos/sin at the position; the op's arithmetic; 16 bytes into
+// q_out or the cache row (floor_row: for page tables kv_indptr[b] and the
+// page entry first), its two 8-byte halves half a row apart as the op stores
+// a unit.
+__global__ void op_floor_kernel(const FloorParams f, const DataFloorParams d,
+                                const ropekv::detail::ScaleDivisor div, std::int64_t nnz,
+                                const ropekv::detail::gpu::FlatDivisor q) {
+  namespace gpu = ropekv::detail::gpu;
+  const std::uint32_t x = blockIdx.x * blockDim.x + threadIdx.x;
+  const std::uint32_t t = ROPEKV_FLAT_QUOTIENT(x, q);
+  if (t >= nnz) return;
+  const int u = int(x - t * std::uint32_t(d.units));
+  const uint4* in = d.in + std::int64_t(t) * d.in_units * 2;
+  const uint4 a = gpu::load_input(in + u), b = gpu::load_input(in + d.in_units + u);
+  std::int64_t key, pos;
+  floor_token(f, t, &key, &pos);
+  if (key < 0) return;
+  const FloorUnit r = floor_unit(d, u);
+  float cv[8] = {}, sv[8] = {};
+  if (r.rotary)
+    gpu::load_unit_cos<ropekv::DType::kFloat32>(
+        ropekv::RopeStyle::kNeox, unsigned(f.rotary / 2),
+        reinterpret_cast<const char*>(f.cos_sin + pos * f.rotary), unsigned(r.sub), cv, sv);
+  uint2 lo, hi;
+  gpu::encode_unit<ropekv::DType::kBFloat16, ropekv::DType::kFloat8E4M3FN, 0>(
+      ropekv::RopeStyle::kNeox, r.rotary, div, a, b, cv, sv, lo, hi);
+  const int part = u < d.q_units ? 0 : (r.v_row ? 2 : 1);
+  std::uint8_t* dst = floor_row(f, d.k_row, t, key, pos, part, part == 1 ? r.row - f.hq : r.row);
+  uint2* out = reinterpret_cast<uint2*>(dst) + r.sub;
+  __stcs(out, lo);
+  __stcs(out + d.head_units, hi);
+}
+
 ropekv::Result launch_result(const char* what) { return error_result(what, cudaGetLastError()); }
 
 // The data floor's unit geometry of (a, s).
@@ -286,6 +324,16 @@ ropekv::Result launch_math_floor(const ropekv::Arguments& a, DeviceProblem& dp, 
       ropekv::detail::make_divisor(s.q_scale, ropekv::ScaleConvention::kDivide);
   uint2* out = reinterpret_cast<uint2*>(static_cast<char*>(dp.copy_dst.ptr) +
                                         dp.copy_bytes * std::size_t(set));
+  if (c.op) {
+    const std::int64_t n = a.q_rope.extent[0];
+    const std::uint64_t units = std::uint64_t(n) * std::uint64_t(d.units);
+    const unsigned threads = unsigned(c.block > 0 ? c.block : 128);
+    if (!ropekv::detail::gpu::flat_grid_fits(units, threads))
+      return error_result("op floor kernel (more than 2^31 units)", cudaErrorInvalidConfiguration);
+    op_floor_kernel<<<unsigned((units + threads - 1) / threads), threads, 0, stream>>>(
+        f, d, div, n, ropekv::detail::gpu::flat_divisor(std::uint32_t(d.units)));
+    return launch_result("op floor kernel");
+  }
   std::int64_t nnz = a.q_rope.extent[0];
   const unsigned block = unsigned(c.block > 0 ? c.block : 128);
   // The flat kernel's seventh parameter.

@@ -58,9 +58,13 @@ struct GpuCase {
   bool early = false;  // with pdl: indices_ready_before_previous_kernel
   int block = 0;       // kMathFloor: threads a block (a row per size; the floor is their best)
   bool flat = false;   // kMathFloor: one 1D grid over all tokens' units (else blocks a token)
+  // kMathFloor, flat: the op floor (the op's whole work, one unit a thread: its index
+  // entries, cos/sin at the position, page look-ups, and stores into its own destinations)
+  bool op = false;
 };
 // The row's backend name:
-// cuda[-unfused|-floor|-datafloor|-copy|-move|-mathfloor-[flat]bN|-cpu-run|-cpu-launch]
+// cuda[-unfused|-floor|-datafloor|-copy|-move|-mathfloor-[flat]bN|-opfloor-bN|-cpu-run|
+// -cpu-launch]
 // [-hot][-pdl[-early]][-pt].
 std::string case_name(const GpuCase& c);
 

@@ -413,7 +413,8 @@ std::string case_name(const GpuCase& c) {
     case GpuKind::kCopy: n += "-copy"; break;
     case GpuKind::kMove: n += "-move"; break;
     case GpuKind::kMathFloor:
-      n += std::string(c.flat ? "-mathfloor-flatb" : "-mathfloor-b") + std::to_string(c.block);
+      n += std::string(c.op ? "-opfloor-b" : (c.flat ? "-mathfloor-flatb" : "-mathfloor-b")) +
+           std::to_string(c.block);
       break;
     case GpuKind::kCpuRun: n += "-cpu-run"; break;
     case GpuKind::kCpuBareLaunch: n += "-cpu-launch"; break;
@@ -458,6 +459,8 @@ bool set_cuda_tuning(const std::string& spec) {
       t.bulk = value;
     else if (key == "decode_warps")
       t.decode_warps = value;
+    else if (key == "flat_tables")
+      t.flat_tables = value;
     else
       return false;
     i = comma + 1;

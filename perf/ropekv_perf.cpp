@@ -91,7 +91,8 @@ void print_help() {
       "cuda-move / cuda-mathfloor (decode sizes with and without PDL, larger sizes\n"
       "rotated without): a kernel moving the q, k, v bytes, and the same with the\n"
       "op's arithmetic (-bN: blocks of N threads a token; -flatbN: one 1D grid).\n"
-      "ROPEKV_PERF_TUNING='decode=-1|1|2|3,pdl_trigger=-1|1,bulk=1,rows=1,decode_warps=-1|N'\n"
+      "ROPEKV_PERF_TUNING='decode=-1|1|2|3,pdl_trigger=-1|1,bulk=1,rows=1,decode_warps=-1|N,"
+      "flat_tables=N'\n"
       "overrides the launcher's rules for measurements (cuda/launcher.hpp);\n"
       "ROPEKV_PERF_GPU_NNZ='512,2048' replaces the GPU rows' token counts.\n"
       "The ceilings are printed on stderr. Run only the GPU part with\n"
@@ -364,7 +365,7 @@ void register_cuda(const Shape& s, std::int64_t nnz, const GpuCase& c) {
 //    same with the op's arithmetic), with and without PDL;
 //  * larger sizes: slot mapping with and without PDL (and early indices),
 //    page table, unfused, same-size copy, and for the canonical shapes the
-//    move and math floors (rotated, no PDL);
+//    move and math floors and the op floor in both forms (rotated, no PDL);
 //  * the llama-3.1-8b variants: slot mapping, fewer rows;
 //  * CPU time per call (nnz 8, and 8192 for llama-3.1-8b): run() and the
 //    bare launch of its kernel.
@@ -427,6 +428,12 @@ void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
         c.block = block;
         register_cuda(s, nnz, c);
         c.flat = true;
+        register_cuda(s, nnz, c);
+      }
+      for (bool pt : {false, true}) {
+        GpuCase c = mk(GpuKind::kMathFloor, pt, false, false, false);
+        c.block = 128;
+        c.flat = c.op = true;
         register_cuda(s, nnz, c);
       }
       register_cuda(s, nnz, mk(GpuKind::kFused, false, false, true, true));

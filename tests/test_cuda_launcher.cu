@@ -411,6 +411,8 @@ TEST(CudaLauncher, FlatDecodeLayoutWhereRowsTeamsTakeOneToken) {
   EXPECT_EQ(roles.decode.*gpu::FlatRoleFields::cache_s, c.s);
   EXPECT_EQ(roles.decode.*gpu::FlatRoleFields::query_end, std::uint32_t(nnz) * 32u);
   EXPECT_NE(decide(params(200000, base)).path, gpu::Path::kDecode);
+  EXPECT_FALSE(roles.decode_stream);
+  EXPECT_EQ(roles.decode.body, gpu::kBodyLean);
   gpu::Tuning t;
   t.rows = 1;  // the rows kernel wherever it can (and the decode kernel nowhere)
   t.decode = -1;
@@ -419,6 +421,45 @@ TEST(CudaLauncher, FlatDecodeLayoutWhereRowsTeamsTakeOneToken) {
   gpu::set_tuning(gpu::Tuning{});
   EXPECT_EQ(rows.path, gpu::Path::kRows);
   EXPECT_FALSE(rows.decode_flat);
+}
+
+// The measurement override flat_tables=4: page tables past the decode grid
+// flat by role up to four L2s of bytes a launch (gpt-oss TP8's 40 units of
+// 16 elements, 2 bytes in and 1 out: 1920 bytes a token), their inputs
+// evict-first (the body's stream bit) past one L2; the rows kernel beyond,
+// and for slot mapping. A flat layout the rules take (or decode=2 forces)
+// never streams.
+TEST(CudaLauncher, FlatTablesOverrideStreamsPastTheL2) {
+  if (!backend_available(Backend::kCuda))
+    GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)";
+  const std::uintptr_t base = std::uintptr_t(1) << 32;
+  int dev = 0, l2 = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), cudaSuccess);
+  const std::int64_t per_l2 = std::int64_t(l2) / 1920;  // tokens a launch whose bytes fill the L2
+  gpu::Tuning t;
+  t.flat_tables = 4;
+  gpu::set_tuning(t);
+  const gpu::PreparedLaunch two = decide(page_table_params(2 * per_l2, base));
+  const gpu::PreparedLaunch five = decide(page_table_params(5 * per_l2, base));
+  const gpu::PreparedLaunch slots = decide(params(2 * per_l2, base));
+  t.flat_tables = 0;
+  t.decode = 2;
+  gpu::set_tuning(t);
+  const gpu::PreparedLaunch forced = decide(params(8, base));
+  gpu::set_tuning(gpu::Tuning{});
+  const gpu::PreparedLaunch rule = decide(page_table_params(2 * per_l2, base));
+  ASSERT_EQ(two.path, gpu::Path::kDecode);
+  EXPECT_TRUE(two.decode_flat);
+  EXPECT_TRUE(two.decode_by_part);
+  EXPECT_TRUE(two.decode_stream);
+  EXPECT_EQ(two.decode.body, gpu::kBodyLean | gpu::kBodyStream);
+  EXPECT_EQ(five.path, gpu::Path::kRows);
+  EXPECT_EQ(slots.path, gpu::Path::kRows);
+  EXPECT_EQ(rule.path, gpu::Path::kRows);
+  EXPECT_TRUE(forced.decode_flat);
+  EXPECT_FALSE(forced.decode_stream);
+  EXPECT_EQ(forced.decode.body, gpu::kBodyLean);
 }
 
 // The MLA kernels' 64-register twin (kernels/decode.cuh, kDecodeFewBlocks):

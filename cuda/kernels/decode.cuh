@@ -98,7 +98,8 @@ static_assert(sizeof(DecodePart) == 64, "a part's parameters fill one 64-byte li
 // general body before it stores anything), so the common call's instructions
 // run straight, without the other forms' code between them (faster:
 // perf/RESULTS.md); kBodyGeneral tests both at run time.
-enum : std::uint8_t { kBodyLean = 0, kBodyGeneral = 2 };
+// kBodyStream (flat layout only): the inputs loaded evict-first (load_unit_input).
+enum : std::uint8_t { kBodyLean = 0, kBodyGeneral = 2, kBodyStream = 4 };
 
 // The decode kernel's parameters, laid out by when a thread first reads them,
 // in 64-byte lines of the parameter bank: a warp stalls on each line it first
@@ -263,14 +264,28 @@ __device__ __forceinline__ UnitRef role_unit_ref(const VecGeometry& g, std::uint
   return r;
 }
 
+// A unit's input vector: evict-first where the launcher says so (kStream,
+// the flat layout, and kBodyStream in p.body: so far only under the
+// measurement override flat_tables, for launches whose bytes exceed the L2;
+// evict-first leaves it to the index arrays, cos/sin rows and cache lines),
+// else read-only cached (evict-first measured up to 1.5x slower in the 2D
+// grid at 1-8 tokens: perf/RESULTS.md).
+template <bool kStream>
+__device__ __forceinline__ uint4 load_unit_input(const DecodeParams& p, const uint4* x) {
+  if constexpr (kStream) {
+    if (p.body & kBodyStream) return load_input(x);
+  }
+  return load_readonly(x);
+}
+
 // Unit w of token t: the packed layout's unit w (P = kAnyPart), unit w of
 // part P (by-part layout) or of role P (kQueryRole, kCacheRole: by-role
 // layout); beyond the token's (or part's, or role's) units, nothing.
 // kStyle >= 0: the lean body of that RopeStyle, which returns false, having
 // stored nothing, where a device scale needs IEEE division; -1: the general
-// body (always true).
+// body (always true). kStream: load_unit_input's.
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm, std::uint32_t P,
-          int kStyle>
+          int kStyle, bool kStream>
 __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t w,
                                             std::int64_t t) {
   using S = ShapeOf<kR, kN, kDv>;
@@ -319,8 +334,8 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
   const bool plan_needed = P == kAnyPart || kForm == kIndexAny || cache;
   const std::int64_t begin = plan_needed ? plan_begin(index_view<kForm>(p), ix) : 0;
   if (!p.early_indices) {
-    va = load_readonly(x + r.sub);
-    vb = load_readonly(x + half / 8 + r.sub);
+    va = load_unit_input<kStream>(p, x + r.sub);
+    vb = load_unit_input<kStream>(p, x + half / 8 + r.sub);
   }
   const bool rotary = r.part <= kRotK;
   float cv[8] = {}, sv[8] = {};
@@ -346,8 +361,8 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
   }
   if (p.early_indices) {
     dependency_wait();
-    va = load_readonly(x + r.sub);
-    vb = load_readonly(x + half / 8 + r.sub);
+    va = load_unit_input<kStream>(p, x + r.sub);
+    vb = load_unit_input<kStream>(p, x + half / 8 + r.sub);
   }
   // 3. The codes, then the address (a page-table entry may still be in
   //    flight while they are computed), then the stores.
@@ -361,22 +376,33 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
   return true;
 }
 
+// The body p.body names (the flat layouts' stream bit aside).
+template <bool kStream>
+__device__ __forceinline__ int body_name(const DecodeParams& p) {
+  if constexpr (kStream) {
+    return p.body & ~kBodyStream;
+  } else {
+    return p.body;
+  }
+}
+
 // Unit w of token t (as decode_unit) in the body p.body names; the run-time
 // index form has the general body only (its index resolution is the longer
 // part, and its lean bodies spilled), as has HIP
 // (kDecodeLeanBodies).
-template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm, std::uint32_t P>
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm, std::uint32_t P,
+          bool kStream = false>
 __device__ __forceinline__ void decode_body(const DecodeParams& p, std::uint32_t w,
                                             std::int64_t t) {
   constexpr int kNeox = int(RopeStyle::kNeox), kInterleaved = int(RopeStyle::kInterleaved);
   if constexpr (kDecodeLeanBodies && kForm != kIndexAny) {
-    if (p.body == (kBodyLean | kNeox)) {
-      if (decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, kNeox>(p, w, t)) return;
-    } else if (p.body == (kBodyLean | kInterleaved)) {
-      if (decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, kInterleaved>(p, w, t)) return;
+    if (body_name<kStream>(p) == (kBodyLean | kNeox)) {
+      if (decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, kNeox, kStream>(p, w, t)) return;
+    } else if (body_name<kStream>(p) == (kBodyLean | kInterleaved)) {
+      if (decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, kInterleaved, kStream>(p, w, t)) return;
     }
   }
-  decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, -1>(p, w, t);
+  decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, -1, kStream>(p, w, t);
 }
 
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm,
@@ -458,7 +484,7 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeManyMinBlocks)
       const std::uint32_t t = ROPEKV_FLAT_QUOTIENT(x, (FlatDivisor{p.warp_k, p.warp_v & 0xffu}));
       if (t < kLateTriggerToken) dependents_launch();
       const std::uint32_t units = role_units<kR, kN, kDv, kQueryRole>(p.geometry(), p.num_q_heads);
-      decode_body<In, Out, Cos, kR, kN, kDv, kForm, kQueryRole>(p, x - t * units, t);
+      decode_body<In, Out, Cos, kR, kN, kDv, kForm, kQueryRole, true>(p, x - t * units, t);
     } else {
       const std::uint32_t y = x - query_end;
       const std::uint32_t t = ROPEKV_FLAT_QUOTIENT(
@@ -466,13 +492,13 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeManyMinBlocks)
       if (t >= nnz) return;
       if (t < kLateTriggerToken) dependents_launch();
       const std::uint32_t units = role_units<kR, kN, kDv, kCacheRole>(p.geometry(), p.num_q_heads);
-      decode_body<In, Out, Cos, kR, kN, kDv, kForm, kCacheRole>(p, y - t * units, t);
+      decode_body<In, Out, Cos, kR, kN, kDv, kForm, kCacheRole, true>(p, y - t * units, t);
     }
   } else {
     const std::uint32_t t = ROPEKV_FLAT_QUOTIENT(x, (FlatDivisor{p.warp_k, p.warp_v & 0xffu}));
     if (t >= nnz) return;
     if (t < kLateTriggerToken) dependents_launch();
-    decode_body<In, Out, Cos, kR, kN, kDv, kForm, kAnyPart>(p, x - t * p.units, t);
+    decode_body<In, Out, Cos, kR, kN, kDv, kForm, kAnyPart, true>(p, x - t * p.units, t);
   }
 }
 
