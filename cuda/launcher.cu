@@ -452,10 +452,12 @@ struct DecisionKey {
   std::int32_t dev, tune_decode, tune_trigger, page_shift;
   std::int32_t in, q_out, cache, cos, addressing;
   std::uint32_t flags;  // vector-eligible, checked, the index arrays' widths, tuning bulk, rows,
-                        // strides beyond 32 bits, PDL with early indices, PDL, decode_warps
+                        // strides beyond 32 bits, PDL with early indices, PDL, decode_warps,
+                        // flat_tables
 };
 constexpr std::uint32_t kKeyBulk = 256, kKeyRows = 512, kKeyNoRows = 1024, kKeyWide = 2048,
-                        kKeyEarly = 4096, kKeyPdl = 8192, kKeyDecodeWarpsShift = 16;
+                        kKeyEarly = 4096, kKeyPdl = 8192, kKeyDecodeWarpsShift = 16,
+                        kKeyFlatTablesShift = 24;
 static_assert(std::has_unique_object_representations_v<DecisionKey>,
               "DecisionKey must have no padding (compared with memcmp)");
 
@@ -483,7 +485,8 @@ DecisionKey decision_key(const LaunchParams& p, int dev, const Tuning& tune) {
             (tune.bulk > 0 ? kKeyBulk : 0u) | (tune.rows > 0 ? kKeyRows : 0u) |
             (tune.rows < 0 ? kKeyNoRows : 0u) | (strides_fit32(p) ? 0u : kKeyWide) |
             (p.pdl && p.early_indices ? kKeyEarly : 0u) | (p.pdl ? kKeyPdl : 0u) |
-            (std::uint32_t(std::uint8_t(std::int8_t(tune.decode_warps))) << kKeyDecodeWarpsShift);
+            (std::uint32_t(std::uint8_t(std::int8_t(tune.decode_warps))) << kKeyDecodeWarpsShift) |
+            (std::uint32_t(std::uint8_t(std::int8_t(tune.flat_tables))) << kKeyFlatTablesShift);
   return k;
 }
 

@@ -460,6 +460,20 @@ TEST(CudaLauncher, FlatTablesOverrideStreamsPastTheL2) {
   EXPECT_TRUE(forced.decode_flat);
   EXPECT_FALSE(forced.decode_stream);
   EXPECT_EQ(forced.decode.body, gpu::kBodyLean);
+  // The override enters a kept decision (its key) like the others.
+  detail::LaunchState state;
+  const LaunchParams tables = page_table_params(2 * per_l2, base);
+  gpu::PreparedLaunch kept;
+  ASSERT_TRUE(gpu::prepare_launch(tables, &kept, &state).ok());
+  EXPECT_EQ(kept.path, gpu::Path::kRows);
+  t = gpu::Tuning{};
+  t.flat_tables = 4;
+  gpu::set_tuning(t);
+  const bool prepared = gpu::prepare_launch(tables, &kept, &state).ok();
+  gpu::set_tuning(gpu::Tuning{});
+  ASSERT_TRUE(prepared);
+  EXPECT_TRUE(kept.decode_flat);
+  EXPECT_TRUE(kept.decode_stream);
 }
 
 // The MLA kernels' 64-register twin (kernels/decode.cuh, kDecodeFewBlocks):
