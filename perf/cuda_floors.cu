@@ -324,29 +324,25 @@ ropekv::Result launch_math_floor(const ropekv::Arguments& a, DeviceProblem& dp, 
       ropekv::detail::make_divisor(s.q_scale, ropekv::ScaleConvention::kDivide);
   uint2* out = reinterpret_cast<uint2*>(static_cast<char*>(dp.copy_dst.ptr) +
                                         dp.copy_bytes * std::size_t(set));
-  if (c.op) {
-    const std::int64_t n = a.q_rope.extent[0];
-    const std::uint64_t units = std::uint64_t(n) * std::uint64_t(d.units);
-    const unsigned threads = unsigned(c.block > 0 ? c.block : 128);
-    if (!ropekv::detail::gpu::flat_grid_fits(units, threads))
-      return error_result("op floor kernel (more than 2^31 units)", cudaErrorInvalidConfiguration);
-    op_floor_kernel<<<unsigned((units + threads - 1) / threads), threads, 0, stream>>>(
-        f, d, div, n, ropekv::detail::gpu::flat_divisor(std::uint32_t(d.units)));
-    return launch_result("op floor kernel");
-  }
   std::int64_t nnz = a.q_rope.extent[0];
   const unsigned block = unsigned(c.block > 0 ? c.block : 128);
-  // The flat kernel's seventh parameter.
+  // The flat kernels' divisor (the math floor's seventh parameter).
   ropekv::detail::gpu::FlatDivisor q = ropekv::detail::gpu::flat_divisor(std::uint32_t(d.units));
+  // The flat grid: one thread a unit, its index (and the quotient's bound) under 2^31.
+  const std::uint64_t flat_units = std::uint64_t(nnz) * std::uint64_t(d.units);
+  if (c.flat && !ropekv::detail::gpu::flat_grid_fits(flat_units, block))
+    return error_result(c.op ? "op floor kernel (more than 2^31 units)"
+                             : "math floor kernel (flat grid: more than 2^31 units)",
+                        cudaErrorInvalidConfiguration);
+  if (c.op) {  // (a flat case)
+    op_floor_kernel<<<unsigned((flat_units + block - 1) / block), block, 0, stream>>>(f, d, div,
+                                                                                      nnz, q);
+    return launch_result("op floor kernel");
+  }
   void* args[] = {&cos_sin, const_cast<DataFloorParams*>(&d),
                   &rotary,  const_cast<ropekv::detail::ScaleDivisor*>(&div),
                   &out,     &nnz,
                   &q};
-  // The flat grid: one thread a unit, its index (and the quotient's bound) under 2^31.
-  const std::uint64_t flat_units = std::uint64_t(nnz) * std::uint64_t(d.units);
-  if (c.flat && !ropekv::detail::gpu::flat_grid_fits(flat_units, block))
-    return error_result("math floor kernel (flat grid: more than 2^31 units)",
-                        cudaErrorInvalidConfiguration);
   const void* kernel = c.flat ? reinterpret_cast<const void*>(&math_floor_flat_kernel)
                               : reinterpret_cast<const void*>(&math_floor_kernel);
   const dim3 grid = c.flat ? dim3(unsigned((flat_units + block - 1) / block))
