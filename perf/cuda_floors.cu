@@ -145,14 +145,53 @@ __global__ void data_floor_kernel(const FloorParams f, const DataFloorParams d) 
 // cos/sin, no arithmetic but an XOR. With PDL it lets the next launch start at
 // once and waits for the previous grid before its loads, which is all a call
 // whose inputs the previous kernel writes can do before its data.
-__global__ void move_kernel(const uint4* in, uint4* out, std::int64_t units) {
+// Arith: the same with less arithmetic than any version of the op needs: the
+// unit's two 8-element halves widened to float, the first `rot_units` units of
+// each token rotated (as many as the op rotates) by one cos/sin pair taken from
+// the parameters with the scale folded in (two products a value), the others
+// scaled by one product, all converted to e4m3fn by the hardware instruction.
+struct MoveMath {
+  ropekv::detail::gpu::FlatDivisor token;  // unit index -> token
+  std::uint32_t units, rot_units;          // per token: units, units rotated
+  float c, s, inv;                         // cos / scale, sin / scale, 1 / scale
+};
+template <bool Arith>
+__global__ void move_kernel(const uint4* in, uint4* out, std::int64_t units, const MoveMath m) {
   namespace gpu = ropekv::detail::gpu;
   gpu::dependents_launch();
   gpu::dependency_wait();
   const std::int64_t u = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
   if (u >= units) return;
   const uint4 a = __ldg(in + 2 * u), b = __ldg(in + 2 * u + 1);
-  __stcs(out + u, make_uint4(a.x ^ b.x, a.y ^ b.y, a.z ^ b.z, a.w ^ b.w));
+  if constexpr (!Arith) {
+    __stcs(out + u, make_uint4(a.x ^ b.x, a.y ^ b.y, a.z ^ b.z, a.w ^ b.w));
+  } else {
+    const std::uint32_t x = std::uint32_t(u);
+    const bool rot = x - ROPEKV_FLAT_QUOTIENT(x, m.token) * m.units < m.rot_units;
+    const std::uint32_t wa[4] = {a.x, a.y, a.z, a.w}, wb[4] = {b.x, b.y, b.z, b.w};
+    std::uint32_t code[8];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float x0 = __uint_as_float(wa[i] << 16), x1 = __uint_as_float(wa[i] & 0xffff0000u);
+      const float y0 = __uint_as_float(wb[i] << 16), y1 = __uint_as_float(wb[i] & 0xffff0000u);
+      float p0, p1, q0, q1;
+      if (rot) {
+        p0 = x0 * m.c - y0 * m.s;
+        p1 = x1 * m.c - y1 * m.s;
+        q0 = y0 * m.c + x0 * m.s;
+        q1 = y1 * m.c + x1 * m.s;
+      } else {
+        p0 = x0 * m.inv;
+        p1 = x1 * m.inv;
+        q0 = y0 * m.inv;
+        q1 = y1 * m.inv;
+      }
+      gpu::hw_encode_fp8x2<ropekv::DType::kFloat8E4M3FN>(p0, p1, &code[i]);
+      gpu::hw_encode_fp8x2<ropekv::DType::kFloat8E4M3FN>(q0, q1, &code[4 + i]);
+    }
+    __stcs(out + u, make_uint4(code[0] | code[1] << 16, code[2] | code[3] << 16,
+                               code[4] | code[5] << 16, code[6] | code[7] << 16));
+  }
 }
 
 FloorParams floor_params(const ropekv::Arguments& a, const Shape& s) {
@@ -245,34 +284,52 @@ __global__ void math_floor_flat_kernel(const float* cos_sin, const DataFloorPara
 // padding, its cos/sin at the position; the op's arithmetic; 16 bytes into
 // q_out or the cache row (floor_row: for page tables kv_indptr[b] and the
 // page entry first), its two 8-byte halves half a row apart as the op stores
-// a unit.
+// a unit. With U > 1 a thread takes U units a block's width apart, all their
+// input loads and then all their index loads issued before the first unit's
+// arithmetic: U times the bytes in flight a thread.
+template <int U>
 __global__ void op_floor_kernel(const FloorParams f, const DataFloorParams d,
                                 const ropekv::detail::ScaleDivisor div, std::int64_t nnz,
                                 const ropekv::detail::gpu::FlatDivisor q) {
   namespace gpu = ropekv::detail::gpu;
-  const std::uint32_t x = blockIdx.x * blockDim.x + threadIdx.x;
-  const std::uint32_t t = ROPEKV_FLAT_QUOTIENT(x, q);
-  if (t >= nnz) return;
-  const int u = int(x - t * std::uint32_t(d.units));
-  const uint4* in = d.in + std::int64_t(t) * d.in_units * 2;
-  const uint4 a = gpu::load_input(in + u), b = gpu::load_input(in + d.in_units + u);
-  std::int64_t key, pos;
-  floor_token(f, t, &key, &pos);
-  if (key < 0) return;
-  const FloorUnit r = floor_unit(d, u);
-  float cv[8] = {}, sv[8] = {};
-  if (r.rotary)
-    gpu::load_unit_cos<ropekv::DType::kFloat32>(
-        ropekv::RopeStyle::kNeox, unsigned(f.rotary / 2),
-        reinterpret_cast<const char*>(f.cos_sin + pos * f.rotary), unsigned(r.sub), cv, sv);
-  uint2 lo, hi;
-  gpu::encode_unit<ropekv::DType::kBFloat16, ropekv::DType::kFloat8E4M3FN, 0>(
-      ropekv::RopeStyle::kNeox, r.rotary, div, a, b, cv, sv, lo, hi);
-  const int part = u < d.q_units ? 0 : (r.v_row ? 2 : 1);
-  std::uint8_t* dst = floor_row(f, d.k_row, t, key, pos, part, part == 1 ? r.row - f.hq : r.row);
-  uint2* out = reinterpret_cast<uint2*>(dst) + r.sub;
-  __stcs(out, lo);
-  __stcs(out + d.head_units, hi);
+  const std::uint32_t x0 = blockIdx.x * blockDim.x * U + threadIdx.x;
+  std::uint32_t t[U];
+  uint4 a[U], b[U];
+#pragma unroll
+  for (int j = 0; j < U; ++j) {
+    const std::uint32_t x = x0 + j * blockDim.x;
+    t[j] = ROPEKV_FLAT_QUOTIENT(x, q);
+    if (t[j] < nnz) {
+      const uint4* in = d.in + std::int64_t(t[j]) * d.in_units * 2;
+      const int u = int(x - t[j] * std::uint32_t(d.units));
+      a[j] = gpu::load_input(in + u);
+      b[j] = gpu::load_input(in + d.in_units + u);
+    }
+  }
+  std::int64_t key[U], pos[U];
+#pragma unroll
+  for (int j = 0; j < U; ++j)
+    if (t[j] < nnz) floor_token(f, t[j], &key[j], &pos[j]);
+#pragma unroll
+  for (int j = 0; j < U; ++j) {
+    if (t[j] >= nnz || key[j] < 0) continue;
+    const int u = int(x0 + j * blockDim.x - t[j] * std::uint32_t(d.units));
+    const FloorUnit r = floor_unit(d, u);
+    float cv[8] = {}, sv[8] = {};
+    if (r.rotary)
+      gpu::load_unit_cos<ropekv::DType::kFloat32>(
+          ropekv::RopeStyle::kNeox, unsigned(f.rotary / 2),
+          reinterpret_cast<const char*>(f.cos_sin + pos[j] * f.rotary), unsigned(r.sub), cv, sv);
+    uint2 lo, hi;
+    gpu::encode_unit<ropekv::DType::kBFloat16, ropekv::DType::kFloat8E4M3FN, 0>(
+        ropekv::RopeStyle::kNeox, r.rotary, div, a[j], b[j], cv, sv, lo, hi);
+    const int part = u < d.q_units ? 0 : (r.v_row ? 2 : 1);
+    std::uint8_t* dst =
+        floor_row(f, d.k_row, t[j], key[j], pos[j], part, part == 1 ? r.row - f.hq : r.row);
+    uint2* out = reinterpret_cast<uint2*>(dst) + r.sub;
+    __stcs(out, lo);
+    __stcs(out + d.head_units, hi);
+  }
 }
 
 ropekv::Result launch_result(const char* what) { return error_result(what, cudaGetLastError()); }
@@ -335,8 +392,13 @@ ropekv::Result launch_math_floor(const ropekv::Arguments& a, DeviceProblem& dp, 
                              : "math floor kernel (flat grid: more than 2^31 units)",
                         cudaErrorInvalidConfiguration);
   if (c.op) {  // (a flat case)
-    op_floor_kernel<<<unsigned((flat_units + block - 1) / block), block, 0, stream>>>(f, d, div,
-                                                                                      nnz, q);
+    const unsigned blocks = unsigned((flat_units + block * c.units - 1) / (block * c.units));
+    if (c.units == 4)
+      op_floor_kernel<4><<<blocks, block, 0, stream>>>(f, d, div, nnz, q);
+    else if (c.units == 2)
+      op_floor_kernel<2><<<blocks, block, 0, stream>>>(f, d, div, nnz, q);
+    else
+      op_floor_kernel<1><<<blocks, block, 0, stream>>>(f, d, div, nnz, q);
     return launch_result("op floor kernel");
   }
   void* args[] = {&cos_sin, const_cast<DataFloorParams*>(&d),
@@ -353,16 +415,25 @@ ropekv::Result launch_math_floor(const ropekv::Arguments& a, DeviceProblem& dp, 
   return error_result("math floor kernel", e != cudaSuccess ? e : last);
 }
 
-ropekv::Result launch_move(DeviceProblem& dp, int set, bool pdl, cudaStream_t stream) {
+ropekv::Result launch_move(DeviceProblem& dp, int set, const GpuCase& c, cudaStream_t stream) {
+  const Shape& s = *dp.shape;
   const uint4* in = static_cast<const uint4*>(dp.bufs[std::size_t(set)].in);
   uint4* out = reinterpret_cast<uint4*>(static_cast<char*>(dp.copy_dst.ptr) +
                                         dp.copy_bytes * std::size_t(set));
   std::int64_t units = dp.sizes.in_elems / 16;
+  MoveMath m = {};
+  m.units = std::uint32_t(dp.sizes.in_row / 16);
+  m.token = ropekv::detail::gpu::flat_divisor(m.units);
+  m.rot_units = std::uint32_t((s.hq + s.hk) * (s.rotary / 16));
+  m.inv = 1.0f / s.q_scale;
+  m.c = 0.8f * m.inv;
+  m.s = 0.6f * m.inv;
   constexpr unsigned kBlock = 128;
-  void* args[] = {&in, &out, &units};
-  const cudaError_t e = ropekv::detail::gpu::launch(reinterpret_cast<const void*>(&move_kernel),
-                                                    dim3(unsigned((units + kBlock - 1) / kBlock)),
-                                                    dim3(kBlock), 0, stream, pdl, args);
+  void* args[] = {&in, &out, &units, &m};
+  const void* kernel = c.arith ? reinterpret_cast<const void*>(&move_kernel<true>)
+                               : reinterpret_cast<const void*>(&move_kernel<false>);
+  const cudaError_t e = ropekv::detail::gpu::launch(
+      kernel, dim3(unsigned((units + kBlock - 1) / kBlock)), dim3(kBlock), 0, stream, c.pdl, args);
   const cudaError_t last = cudaGetLastError();  // (cleared either way)
   return error_result("move kernel", e != cudaSuccess ? e : last);
 }

@@ -61,9 +61,13 @@ struct GpuCase {
   // kMathFloor, flat: the op floor (the op's whole work, one unit a thread: its index
   // entries, cos/sin at the position, page look-ups, and stores into its own destinations)
   bool op = false;
+  // kMove: with less arithmetic than the op needs (rotation by one cos/sin pair with the
+  // scale folded in, as many units rotated as the op rotates, e4m3fn conversion)
+  bool arith = false;
+  int units = 1;  // the op floor: units a thread (1, 2 or 4), their loads issued together
 };
 // The row's backend name:
-// cuda[-unfused|-floor|-datafloor|-copy|-move|-mathfloor-[flat]bN|-opfloor-bN|-cpu-run|
+// cuda[-unfused|-floor|-datafloor|-copy|-move|-movearith|-mathfloor-[flat]bN|-opfloor-bN[-uU]|-cpu-run|
 // -cpu-launch]
 // [-hot][-pdl[-early]][-pt].
 std::string case_name(const GpuCase& c);

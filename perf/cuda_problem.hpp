@@ -83,7 +83,7 @@ bool check_output(DeviceProblem& dp, const GpuCase& c, cudaStream_t stream, std:
 ropekv::Result launch_floor(const ropekv::Arguments& a, const Shape& s, cudaStream_t stream);
 ropekv::Result launch_data_floor(const ropekv::Arguments& a, const Shape& s, const Sizes& z,
                                  cudaStream_t stream);
-ropekv::Result launch_move(DeviceProblem& dp, int set, bool pdl, cudaStream_t stream);
+ropekv::Result launch_move(DeviceProblem& dp, int set, const GpuCase& c, cudaStream_t stream);
 ropekv::Result launch_math_floor(const ropekv::Arguments& a, DeviceProblem& dp, int set,
                                  const GpuCase& c, cudaStream_t stream);
 

@@ -160,7 +160,7 @@ ropekv::Result call(DeviceProblem& dp, int set, const GpuCase& c, cudaStream_t s
                                         static_cast<char*>(dp.copy_src.ptr) + off, dp.copy_bytes,
                                         cudaMemcpyDeviceToDevice, stream));
   }
-  if (c.kind == GpuKind::kMove) return launch_move(dp, set, c.pdl, stream);
+  if (c.kind == GpuKind::kMove) return launch_move(dp, set, c, stream);
   const ropekv::Arguments a = case_arguments(dp, set, c, stream);
   if (c.kind == GpuKind::kFloor) return launch_floor(a, *dp.shape, stream);
   if (c.kind == GpuKind::kDataFloor) return launch_data_floor(a, *dp.shape, dp.sizes, stream);
@@ -411,10 +411,10 @@ std::string case_name(const GpuCase& c) {
     case GpuKind::kFloor: n += "-floor"; break;
     case GpuKind::kDataFloor: n += "-datafloor"; break;
     case GpuKind::kCopy: n += "-copy"; break;
-    case GpuKind::kMove: n += "-move"; break;
+    case GpuKind::kMove: n += c.arith ? "-movearith" : "-move"; break;
     case GpuKind::kMathFloor:
       n += std::string(c.op ? "-opfloor-b" : (c.flat ? "-mathfloor-flatb" : "-mathfloor-b")) +
-           std::to_string(c.block);
+           std::to_string(c.block) + (c.units > 1 ? "-u" + std::to_string(c.units) : "");
       break;
     case GpuKind::kCpuRun: n += "-cpu-run"; break;
     case GpuKind::kCpuBareLaunch: n += "-cpu-launch"; break;

@@ -7,7 +7,8 @@ Usage: python3 perf/decode_tables.py results/perf.json
    the dependent-load chain, the data floor (that chain moving every byte of
    the op, no arithmetic), a copy of the op's bytes (slot mapping's), the move
    floor (a kernel moving the q, k, v bytes) and the math floor (the same with
-   the op's arithmetic; the best of its grids and block sizes), without and with PDL, and the fused op, rotated and hot, without PDL, with PDL and with PDL + early indices;
+   the op's arithmetic; the best of its grids and block sizes) and the arith floor
+   (the move floor with less arithmetic than the op needs), without and with PDL, and the fused op, rotated and hot, without PDL, with PDL and with PDL + early indices;
    ratio to the floor.
 2. PDL on / off at every token count (slot mapping, rotated buffers).
 3. Larger batches (nnz >= 1024, rotated): slot mapping's time, bandwidth, % of
@@ -57,8 +58,9 @@ def decode_table(rows):
     print("| shape | nnz | addressing | floor rot / hot | data floor rot / hot "
           "| same-size copy rot / hot | move floor rot / hot | move floor + PDL rot / hot "
           "| math floor rot / hot | math floor + PDL rot / hot "
+          "| arith floor rot / hot | arith floor + PDL rot / hot "
           "| fused rot / hot (x floor) | PDL rot / hot | PDL + early rot / hot |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in shapes:
         for n in (1, 8, 64, 256):
             for pt in ("", "-pt"):
@@ -76,6 +78,9 @@ def decode_table(rows):
                 ar, ah = best(rows, "cuda-mathfloor", "", s, n), best(rows, "cuda-mathfloor", "-hot", s, n)
                 apr = best(rows, "cuda-mathfloor", "-pdl", s, n)
                 aph = best(rows, "cuda-mathfloor", "-hot-pdl", s, n)
+                qr, qh = us(rows, f"cuda-movearith/{s}/nnz:{n}"), us(rows, f"cuda-movearith-hot/{s}/nnz:{n}")
+                qpr = us(rows, f"cuda-movearith-pdl/{s}/nnz:{n}")
+                qph = us(rows, f"cuda-movearith-hot-pdl/{s}/nnz:{n}")
                 if r is None:
                     continue
                 xr = r / fr if fr else None
@@ -84,6 +89,7 @@ def decode_table(rows):
                       f"{fmt(fr)} / {fmt(fh)} | {fmt(dr)} / {fmt(dh)} | {fmt(cr)} / {fmt(ch)} | "
                       f"{fmt(mr)} / {fmt(mh)} | {fmt(mpr)} / {fmt(mph)} | "
                       f"{fmt(ar)} / {fmt(ah)} | {fmt(apr)} / {fmt(aph)} | "
+                      f"{fmt(qr)} / {fmt(qh)} | {fmt(qpr)} / {fmt(qph)} | "
                       f"{fmt(r)} / {fmt(h)} ({fmt(xr)} / {fmt(xh)}) | "
                       f"{fmt(pr)} / {fmt(ph)} | {fmt(er)} / {fmt(eh)} |")
 

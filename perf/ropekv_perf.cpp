@@ -91,6 +91,10 @@ void print_help() {
       "cuda-move / cuda-mathfloor (decode sizes with and without PDL, larger sizes\n"
       "rotated without): a kernel moving the q, k, v bytes, and the same with the\n"
       "op's arithmetic (-bN: blocks of N threads a token; -flatbN: one 1D grid).\n"
+      "cuda-movearith (decode sizes): the move kernel with less arithmetic than the\n"
+      "op needs (one cos/sin pair, scale folded in, as many units rotated).\n"
+      "cuda-opfloor-b128[-uU] (larger sizes): the op's whole work one unit (U units)\n"
+      "a thread, with its own index entries, cos/sin at the position and destinations.\n"
       "ROPEKV_PERF_TUNING='decode=-1|1|2|3,pdl_trigger=-1|1,bulk=1,rows=1,decode_warps=-1|N,"
       "flat_tables=N'\n"
       "overrides the launcher's rules for measurements (cuda/launcher.hpp);\n"
@@ -394,6 +398,9 @@ void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
     for (bool hot : {false, true})
       for (bool pdl : {false, true}) {
         register_cuda(s, nnz, mk(GpuKind::kMove, false, hot, pdl, false));
+        GpuCase arith = mk(GpuKind::kMove, false, hot, pdl, false);
+        arith.arith = true;
+        register_cuda(s, nnz, arith);
         for (int block : {64, 128, 256}) {
           GpuCase c = mk(GpuKind::kMathFloor, false, hot, pdl, false);
           c.block = block;
@@ -434,7 +441,10 @@ void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
         GpuCase c = mk(GpuKind::kMathFloor, pt, false, false, false);
         c.block = 128;
         c.flat = c.op = true;
-        register_cuda(s, nnz, c);
+        for (int units : {1, 2, 4}) {
+          c.units = units;
+          register_cuda(s, nnz, c);
+        }
       }
       register_cuda(s, nnz, mk(GpuKind::kFused, false, false, true, true));
       register_cuda(s, nnz, mk(GpuKind::kFused, true, false, false, false));
