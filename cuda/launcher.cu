@@ -449,15 +449,13 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
 // padding: keys compare as bytes.
 struct DecisionKey {
   std::int64_t nnz, num_q_heads, num_kv_heads, rotary_dim, nope_dim, v_dim;
-  std::int32_t dev, tune_decode, tune_trigger, page_shift;
+  std::int32_t dev, page_shift;
   std::int32_t in, q_out, cache, cos, addressing;
-  std::uint32_t flags;  // vector-eligible, checked, the index arrays' widths, tuning bulk, rows,
-                        // strides beyond 32 bits, PDL with early indices, PDL, decode_warps,
-                        // flat_tables
+  std::uint32_t flags;  // vector-eligible, checked, the index arrays' widths, strides beyond
+                        // 32 bits, PDL with early indices, PDL
+  Tuning tune;          // every override, whole
 };
-constexpr std::uint32_t kKeyBulk = 256, kKeyRows = 512, kKeyNoRows = 1024, kKeyWide = 2048,
-                        kKeyEarly = 4096, kKeyPdl = 8192, kKeyDecodeWarpsShift = 16,
-                        kKeyFlatTablesShift = 24;
+constexpr std::uint32_t kKeyWide = 2048, kKeyEarly = 4096, kKeyPdl = 8192;
 static_assert(std::has_unique_object_representations_v<DecisionKey>,
               "DecisionKey must have no padding (compared with memcmp)");
 
@@ -470,8 +468,6 @@ DecisionKey decision_key(const LaunchParams& p, int dev, const Tuning& tune) {
   k.nope_dim = p.nope_dim;
   k.v_dim = p.v_dim;
   k.dev = dev;
-  k.tune_decode = tune.decode;
-  k.tune_trigger = tune.pdl_trigger;
   k.page_shift = p.page_shift;
   k.in = std::int32_t(p.in.dtype);
   k.q_out = std::int32_t(p.q_out.dtype);
@@ -482,11 +478,9 @@ DecisionKey decision_key(const LaunchParams& p, int dev, const Tuning& tune) {
             (p.slot_mapping.i64 ? 4u : 0u) | (p.positions.i64 ? 8u : 0u) |
             (p.batch_indices.i64 ? 16u : 0u) | (p.kv_positions.i64 ? 32u : 0u) |
             (p.kv_indptr.i64 ? 64u : 0u) | (p.kv_indices.i64 ? 128u : 0u) |
-            (tune.bulk > 0 ? kKeyBulk : 0u) | (tune.rows > 0 ? kKeyRows : 0u) |
-            (tune.rows < 0 ? kKeyNoRows : 0u) | (strides_fit32(p) ? 0u : kKeyWide) |
-            (p.pdl && p.early_indices ? kKeyEarly : 0u) | (p.pdl ? kKeyPdl : 0u) |
-            (std::uint32_t(std::uint8_t(std::int8_t(tune.decode_warps))) << kKeyDecodeWarpsShift) |
-            (std::uint32_t(std::uint8_t(std::int8_t(tune.flat_tables))) << kKeyFlatTablesShift);
+            (strides_fit32(p) ? 0u : kKeyWide) | (p.pdl && p.early_indices ? kKeyEarly : 0u) |
+            (p.pdl ? kKeyPdl : 0u);
+  k.tune = tune;
   return k;
 }
 
@@ -526,11 +520,9 @@ const PreparedLaunch* prepare_in_thread(const LaunchParams& p) noexcept {
     PreparedLaunch launch;
   };
   thread_local Last last;
-  const DecisionKey key = decision_key(p, dev, tuning());
+  const Tuning tune = tuning();  // read once: the key and the decision see the same overrides
+  const DecisionKey key = decision_key(p, dev, tune);
   PreparedLaunch& l = last.launch;
-  const Tuning tune{key.tune_decode, key.tune_trigger, (key.flags & kKeyBulk) != 0 ? 1 : 0,
-                    (key.flags & kKeyRows) != 0 ? 1 : ((key.flags & kKeyNoRows) != 0 ? -1 : 0),
-                    int(std::int8_t(std::uint8_t(key.flags >> kKeyDecodeWarpsShift)))};
   if (!last.valid || std::memcmp(&key, &last.key, sizeof key) != 0) {
     decide(p, dev, tune, l);
     last.key = key;
@@ -541,6 +533,13 @@ const PreparedLaunch* prepare_in_thread(const LaunchParams& p) noexcept {
   if (l.path == Path::kBulk && !bulk_holds(p, l.bulk)) decide(p, dev, tune, l);
   fill_call(p, l, true);  // the decision's key leaves strides out: shape too
   return &l;
+}
+
+// Every override equal (a field added to Tuning is compared without a change here).
+static_assert(std::has_unique_object_representations_v<Tuning>,
+              "Tuning must have no padding (compared with memcmp)");
+bool same_tuning(const Tuning& a, const Tuning& b) {
+  return std::memcmp(&a, &b, sizeof(Tuning)) == 0;
 }
 
 // A caller's launch (LaunchState: its calls differ only in lower_data's
@@ -564,9 +563,7 @@ const PreparedLaunch* prepare_in_state(const LaunchParams& p, LaunchState& state
   if (!state.valid) new (state.bytes) StateLaunch;
   StateLaunch& s = *std::launder(reinterpret_cast<StateLaunch*>(state.bytes));
   PreparedLaunch& l = s.launch;
-  bool decided = state.valid && s.nnz == p.nnz && s.dev == dev && s.tune.decode == tune.decode &&
-                 s.tune.pdl_trigger == tune.pdl_trigger && s.tune.bulk == tune.bulk &&
-                 s.tune.rows == tune.rows && s.tune.decode_warps == tune.decode_warps &&
+  bool decided = state.valid && s.nnz == p.nnz && s.dev == dev && same_tuning(s.tune, tune) &&
                  s.eligible == eligible;
   if (decided && l.path == Path::kBulk && !bulk_holds(p, l.bulk)) decided = false;
   if (!decided) {
