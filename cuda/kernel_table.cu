@@ -60,16 +60,17 @@ const void* vec_kernel(const LaunchParams& p, bool* by_part) {
       return reinterpret_cast<const void*>(&fused_vec_bulk_kernel<In, Out, Cos, kR, kN, kDv>);
     return nullptr;
   }
-  if constexpr (F == VecFamily::kDecodeFlat) {
+  if constexpr (F == VecFamily::kDecodeFlat || F == VecFamily::kDecodeFlatStream) {
+    constexpr bool kStream = F == VecFamily::kDecodeFlatStream;
     if constexpr (kR > 0) {
       return by_index_form(p, [&](auto form) -> const void* {
         constexpr int kForm = decltype(form)::value;
-        if constexpr (kForm == kIndexAny) {
+        if constexpr (kForm == kIndexAny || (kStream && !kDecodeFlatByRole<kForm>)) {
           return nullptr;
         } else {
           *by_part = kDecodeFlatByRole<kForm>;
           return reinterpret_cast<const void*>(
-              &fused_decode_flat_kernel<In, Out, Cos, kR, kN, kDv, kForm>);
+              &fused_decode_flat_kernel<In, Out, Cos, kR, kN, kDv, kForm, kStream>);
         }
       });
     }
@@ -144,6 +145,7 @@ const void* pick_vec(VecFamily f, const LaunchParams& p, bool* by_part) {
     case VecFamily::kDecode: return pick_family<VecFamily::kDecode>(p, by_part);
     case VecFamily::kDecodeFew: return pick_family<VecFamily::kDecodeFew>(p, by_part);
     case VecFamily::kDecodeFlat: return pick_family<VecFamily::kDecodeFlat>(p, by_part);
+    case VecFamily::kDecodeFlatStream: return pick_family<VecFamily::kDecodeFlatStream>(p, by_part);
   }
   return nullptr;
 }

@@ -14,7 +14,8 @@ namespace gpu {
 // parts only). kDecodeFew: a decode kernel's 64-register twin
 // (kDecodeFewBlocks). kDecodeFlat: the decode kernel's packed layout over a
 // 1D grid (where the rows kernel's teams would take one token each; the
-// specialised shapes in the fixed index forms).
+// specialised shapes in the fixed index forms). kDecodeFlatStream: its by-role
+// layout (page tables) with evict-first input loads, null for other forms.
 enum class VecFamily {
   kDirect,
   kStaged,
@@ -23,7 +24,8 @@ enum class VecFamily {
   kRowsOneRound,
   kDecode,
   kDecodeFew,
-  kDecodeFlat
+  kDecodeFlat,
+  kDecodeFlatStream
 };
 
 // Family f's kernel for p's dtypes and shape: the canonical shapes' own

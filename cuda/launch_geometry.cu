@@ -216,7 +216,7 @@ FlatDivisor flat_divisor(std::uint32_t units) {
 }
 
 void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, bool by_part, bool flat,
-                       bool stream, DecodeParams& d) {
+                       DecodeParams& d) {
   d.units = g.units;
   d.rot_units = g.rot_units;
   d.q_nope_end = g.q_nope_end;
@@ -280,8 +280,7 @@ void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, bool by_part
   bool lean = true;
   for (std::uint32_t i = 0; i < kParts; ++i)
     lean = lean && (layout.units[i] == 0 || !needs_ieee(d.part[i].div));
-  d.body = std::uint8_t((lean ? kBodyLean : kBodyGeneral) | std::uint8_t(p.style) |
-                        (flat && stream ? kBodyStream : 0));
+  d.body = std::uint8_t((lean ? kBodyLean : kBodyGeneral) | std::uint8_t(p.style));
 }
 void fill_decode_data(const LaunchParams& p, DecodeParams& d) {
   d.slot_mapping = p.slot_mapping.data;

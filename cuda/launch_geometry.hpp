@@ -61,9 +61,8 @@ inline bool flat_grid_fits(std::uint64_t units, unsigned block) {
 // The decode kernel's view of p (see DecodeParams), every field written in
 // place, in two parts as lowering has them (core/src/lower.cpp): the shape
 // (host scales become divisors here, once per decision) and the step's data.
-// stream (flat only): the inputs loaded evict-first (kBodyStream).
 void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, bool by_part, bool flat,
-                       bool stream, DecodeParams& d);
+                       DecodeParams& d);
 void fill_decode_data(const LaunchParams& p, DecodeParams& d);
 
 constexpr std::uint32_t kBulkSlotMax = 32 * 1024;  // bytes of a bulk ring slot (default)

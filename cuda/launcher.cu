@@ -220,6 +220,7 @@ constexpr std::uint64_t kDecodeTokensPerSm = 24, kDecodeFewWaves = 4,
 // With PDL and early indices, page tables from this many tokens take the
 // flat layout by role where the 2D grid fits at once (below).
 constexpr std::int64_t kDecodeFlatEarlyTokens = 64;
+constexpr int kFlatTablesL2s = 4;
 
 // The launch decision for p on `dev`: path, kernel, grid, block, dynamic
 // shared memory and geometry (not the call's own fields: stream, params,
@@ -256,9 +257,10 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
           ? pick_vec(VecFamily::kDecodeFlat, p, &flat_by_role)
           : nullptr;
   const bool forced_flat = tune.decode >= 2 && flat_kernel != nullptr;
+  // stream (by role only): the kernel whose inputs load evict-first.
   auto take_flat = [&](const void* kernel, bool stream) {
     l.path = Path::kDecode;
-    l.kernel = kernel;
+    l.kernel = stream ? pick_vec(VecFamily::kDecodeFlatStream, p) : kernel;
     l.decode_flat = true;
     l.decode_stream = stream;
     l.decode_by_part = flat_by_role;  // packed or by role
@@ -340,21 +342,22 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       const bool rule_flat =
           tune.decode == 0 && flat_kernel != nullptr &&
           (blocks > wave ? p.addressing == Addressing::kSlotMapping || idle_lanes : early_flat);
-      if (forced_flat || rule_flat) take_flat(flat_kernel, false);
+      if (forced_flat || rule_flat) take_flat(flat_kernel, tune.decode == 4 && flat_by_role);
       return;
     }
   }
-  // Measurements (tune.flat_tables): page tables past the decode kernel's
-  // 2D grid in the flat layout by role up to flat_tables L2s of bytes a
-  // launch, inputs evict-first past one L2 (so that it keeps the index
-  // arrays, cos/sin rows and cache lines). Not the rule yet: on the H200 the
-  // wide shapes at 4096-8192 tokens took 0.88-0.98 of the rows kernel's
-  // time, at 32768 more (perf/RESULTS.md).
-  if (tune.flat_tables > 0 && flat_kernel != nullptr && flat_by_role) {
+  // Page tables past the decode kernel's 2D grid: the flat layout by role up
+  // to kFlatTablesL2s L2s of bytes a launch (tune.flat_tables: N, or -1 never),
+  // its inputs evict-first past one L2 (so that it keeps the index arrays,
+  // cos/sin rows and cache lines): 0.87-0.98 of the rows kernel's time there
+  // on the H200 and the H100, beyond slower (perf/RESULTS.md).
+  // (Not where an override asks for the rows or bulk kernels.)
+  const int tables = tune.flat_tables != 0 ? tune.flat_tables : kFlatTablesL2s;
+  if (tables > 0 && tune.rows <= 0 && tune.bulk == 0 && flat_kernel != nullptr && flat_by_role) {
     const std::uint64_t bytes =
         std::uint64_t(p.nnz) * g.units * kItem * std::uint64_t(p.in.bytes + p.q_out.bytes);
     const std::uint64_t l2 = std::uint64_t(l2_bytes(dev));
-    if (bytes <= std::uint64_t(tune.flat_tables) * l2) {
+    if (bytes <= std::uint64_t(tables) * l2) {
       take_flat(flat_kernel, bytes > l2);
       return;
     }
@@ -502,8 +505,7 @@ void fill_call(const LaunchParams& p, PreparedLaunch& l, bool shape) {
   l.pdl = p.pdl;
   l.params = &p;
   if (l.path != Path::kDecode) return;
-  if (shape)
-    fill_decode_shape(p, l.geometry, l.decode_by_part, l.decode_flat, l.decode_stream, l.decode);
+  if (shape) fill_decode_shape(p, l.geometry, l.decode_by_part, l.decode_flat, l.decode);
   fill_decode_data(p, l.decode);
 }
 

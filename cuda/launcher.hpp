@@ -42,7 +42,7 @@ struct PreparedLaunch {
   VecGeometry geometry = {};
   bool decode_by_part = false;  // by part or role (fused_decode_kernel, flat: by role)
   bool decode_flat = false;     // over a 1D grid (fused_decode_flat_kernel)
-  bool decode_stream = false;   // flat: inputs loaded evict-first (kBodyStream)
+  bool decode_stream = false;   // flat by role: inputs loaded evict-first (its own kernel)
   DecodeParams decode;
   BulkPlan bulk;  // the bulk kernel's third argument
 };
@@ -64,7 +64,8 @@ Error launch_prepared(const PreparedLaunch& l) noexcept;
 struct Tuning {
   // 1: the decode kernel wherever it can run; -1: never; 2: as 1, and its
   // packed layout flat (the tokens' units back to back over a 1D grid);
-  // 3: the rule's choice, flat (measurements).
+  // 3: the rule's choice, flat (measurements); 4: as 2, the by-role layout's
+  // kernel with evict-first inputs (tests).
   int decode = 0;
   int pdl_trigger =
       0;  // vector kernels under PDL: 1: let dependents launch at block start; -1: at exit
@@ -77,9 +78,9 @@ struct Tuning {
   // N > 0: decode blocks of at most N warps, a token's warps spread evenly
   // over its blocks; -1: at most 4 warps, never the wider blocks of the rule.
   int decode_warps = 0;
-  // N > 0: page tables past the decode kernel's grid in the flat layout (by
-  // role) up to N times the L2's bytes a launch, their inputs evict-first
-  // (kBodyStream) past one (a measurement: perf/RESULTS.md).
+  // Page tables past the decode kernel's grid in the flat layout (by role),
+  // their inputs evict-first past one L2: up to N times the L2's bytes a
+  // launch (N > 0; the rule: 4), or never (-1).
   int flat_tables = 0;
 };
 void set_tuning(const Tuning& t) noexcept;

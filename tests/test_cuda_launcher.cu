@@ -423,13 +423,14 @@ TEST(CudaLauncher, FlatDecodeLayoutWhereRowsTeamsTakeOneToken) {
   EXPECT_FALSE(rows.decode_flat);
 }
 
-// The measurement override flat_tables=4: page tables past the decode grid
-// flat by role up to four L2s of bytes a launch (gpt-oss TP8's 40 units of
-// 16 elements, 2 bytes in and 1 out: 1920 bytes a token), their inputs
-// evict-first (the body's stream bit) past one L2; the rows kernel beyond,
-// and for slot mapping. A flat layout the rules take (or decode=2 forces)
-// never streams.
-TEST(CudaLauncher, FlatTablesOverrideStreamsPastTheL2) {
+// Page tables past the decode grid: flat by role up to four L2s of bytes a
+// launch (gpt-oss TP8's 40 units of 16 elements, 2 bytes in and 1 out: 1920
+// bytes a token), in the kernel whose inputs load evict-first past one L2;
+// the rows kernel beyond, for slot mapping, and under flat_tables=-1 (which,
+// like every override, enters a kept decision). A flat layout within one L2
+// (the TP8 rule at 8192 tokens, decode=2) takes the other kernel; decode=4
+// forces the streaming one.
+TEST(CudaLauncher, PageTablesFlatWithinFourL2sStreamingPastOne) {
   if (!backend_available(Backend::kCuda))
     GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)";
   const std::uintptr_t base = std::uintptr_t(1) << 32;
@@ -437,43 +438,53 @@ TEST(CudaLauncher, FlatTablesOverrideStreamsPastTheL2) {
   ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), cudaSuccess);
   const std::int64_t per_l2 = std::int64_t(l2) / 1920;  // tokens a launch whose bytes fill the L2
-  gpu::Tuning t;
-  t.flat_tables = 4;
-  gpu::set_tuning(t);
   const gpu::PreparedLaunch two = decide(page_table_params(2 * per_l2, base));
+  const gpu::PreparedLaunch half = decide(page_table_params(per_l2 / 2, base));
   const gpu::PreparedLaunch five = decide(page_table_params(5 * per_l2, base));
   const gpu::PreparedLaunch slots = decide(params(2 * per_l2, base));
-  t.flat_tables = 0;
+  gpu::Tuning t;
+  t.flat_tables = -1;
+  gpu::set_tuning(t);
+  const gpu::PreparedLaunch never = decide(page_table_params(2 * per_l2, base));
+  t = gpu::Tuning{};
   t.decode = 2;
   gpu::set_tuning(t);
-  const gpu::PreparedLaunch forced = decide(params(8, base));
+  const gpu::PreparedLaunch forced = decide(page_table_params(8, base));
+  t.decode = 4;
+  gpu::set_tuning(t);
+  const gpu::PreparedLaunch forced_stream = decide(page_table_params(8, base));
   gpu::set_tuning(gpu::Tuning{});
-  const gpu::PreparedLaunch rule = decide(page_table_params(2 * per_l2, base));
   ASSERT_EQ(two.path, gpu::Path::kDecode);
   EXPECT_TRUE(two.decode_flat);
   EXPECT_TRUE(two.decode_by_part);
   EXPECT_TRUE(two.decode_stream);
-  EXPECT_EQ(two.decode.body, gpu::kBodyLean | gpu::kBodyStream);
+  EXPECT_EQ(two.decode.body, gpu::kBodyLean);
+  ASSERT_EQ(half.path, gpu::Path::kDecode);
+  EXPECT_TRUE(half.decode_flat);
+  EXPECT_FALSE(half.decode_stream);
+  EXPECT_NE(half.kernel, two.kernel);
   EXPECT_EQ(five.path, gpu::Path::kRows);
   EXPECT_EQ(slots.path, gpu::Path::kRows);
-  EXPECT_EQ(rule.path, gpu::Path::kRows);
+  EXPECT_EQ(never.path, gpu::Path::kRows);
   EXPECT_TRUE(forced.decode_flat);
   EXPECT_FALSE(forced.decode_stream);
-  EXPECT_EQ(forced.decode.body, gpu::kBodyLean);
-  // The override enters a kept decision (its key) like the others.
+  EXPECT_EQ(forced.kernel, half.kernel);
+  EXPECT_TRUE(forced_stream.decode_flat);
+  EXPECT_TRUE(forced_stream.decode_stream);
+  EXPECT_EQ(forced_stream.kernel, two.kernel);
+  // The override enters a kept decision like the others.
   detail::LaunchState state;
   const LaunchParams tables = page_table_params(2 * per_l2, base);
   gpu::PreparedLaunch kept;
   ASSERT_TRUE(gpu::prepare_launch(tables, &kept, &state).ok());
-  EXPECT_EQ(kept.path, gpu::Path::kRows);
+  EXPECT_TRUE(kept.decode_stream);
   t = gpu::Tuning{};
-  t.flat_tables = 4;
+  t.flat_tables = -1;
   gpu::set_tuning(t);
   const bool prepared = gpu::prepare_launch(tables, &kept, &state).ok();
   gpu::set_tuning(gpu::Tuning{});
   ASSERT_TRUE(prepared);
-  EXPECT_TRUE(kept.decode_flat);
-  EXPECT_TRUE(kept.decode_stream);
+  EXPECT_EQ(kept.path, gpu::Path::kRows);
 }
 
 // The MLA kernels' 64-register twin (kernels/decode.cuh, kDecodeFewBlocks):

@@ -98,8 +98,7 @@ static_assert(sizeof(DecodePart) == 64, "a part's parameters fill one 64-byte li
 // general body before it stores anything), so the common call's instructions
 // run straight, without the other forms' code between them (faster:
 // perf/RESULTS.md); kBodyGeneral tests both at run time.
-// kBodyStream (flat layout only): the inputs loaded evict-first (load_unit_input).
-enum : std::uint8_t { kBodyLean = 0, kBodyGeneral = 2, kBodyStream = 4 };
+enum : std::uint8_t { kBodyLean = 0, kBodyGeneral = 2 };
 
 // The decode kernel's parameters, laid out by when a thread first reads them,
 // in 64-byte lines of the parameter bank: a warp stalls on each line it first
@@ -264,18 +263,18 @@ __device__ __forceinline__ UnitRef role_unit_ref(const VecGeometry& g, std::uint
   return r;
 }
 
-// A unit's input vector: evict-first where the launcher says so (kStream,
-// the flat layout, and kBodyStream in p.body: so far only under the
-// measurement override flat_tables, for launches whose bytes exceed the L2;
-// evict-first leaves it to the index arrays, cos/sin rows and cache lines),
-// else read-only cached (evict-first measured up to 1.5x slower in the 2D
-// grid at 1-8 tokens: perf/RESULTS.md).
+// A unit's input vector: evict-first in the flat layout's streaming kernels
+// (kStream: launches whose bytes exceed the L2, so that it keeps the index
+// arrays, cos/sin rows and cache lines), else read-only cached (evict-first
+// measured up to 1.5x slower in the 2D grid at 1-8 tokens, and a run-time
+// choice between the two 1-6% slower in the flat layout: perf/RESULTS.md).
 template <bool kStream>
-__device__ __forceinline__ uint4 load_unit_input(const DecodeParams& p, const uint4* x) {
+__device__ __forceinline__ uint4 load_unit_input(const uint4* x) {
   if constexpr (kStream) {
-    if (p.body & kBodyStream) return load_input(x);
+    return load_input(x);
+  } else {
+    return load_readonly(x);
   }
-  return load_readonly(x);
 }
 
 // Unit w of token t: the packed layout's unit w (P = kAnyPart), unit w of
@@ -334,8 +333,8 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
   const bool plan_needed = P == kAnyPart || kForm == kIndexAny || cache;
   const std::int64_t begin = plan_needed ? plan_begin(index_view<kForm>(p), ix) : 0;
   if (!p.early_indices) {
-    va = load_unit_input<kStream>(p, x + r.sub);
-    vb = load_unit_input<kStream>(p, x + half / 8 + r.sub);
+    va = load_unit_input<kStream>(x + r.sub);
+    vb = load_unit_input<kStream>(x + half / 8 + r.sub);
   }
   const bool rotary = r.part <= kRotK;
   float cv[8] = {}, sv[8] = {};
@@ -361,8 +360,8 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
   }
   if (p.early_indices) {
     dependency_wait();
-    va = load_unit_input<kStream>(p, x + r.sub);
-    vb = load_unit_input<kStream>(p, x + half / 8 + r.sub);
+    va = load_unit_input<kStream>(x + r.sub);
+    vb = load_unit_input<kStream>(x + half / 8 + r.sub);
   }
   // 3. The codes, then the address (a page-table entry may still be in
   //    flight while they are computed), then the stores.
@@ -376,16 +375,6 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
   return true;
 }
 
-// The body p.body names (the flat layouts' stream bit aside).
-template <bool kStream>
-__device__ __forceinline__ int body_name(const DecodeParams& p) {
-  if constexpr (kStream) {
-    return p.body & ~kBodyStream;
-  } else {
-    return p.body;
-  }
-}
-
 // Unit w of token t (as decode_unit) in the body p.body names; the run-time
 // index form has the general body only (its index resolution is the longer
 // part, and its lean bodies spilled), as has HIP
@@ -396,9 +385,9 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, std::uint32_t
                                             std::int64_t t) {
   constexpr int kNeox = int(RopeStyle::kNeox), kInterleaved = int(RopeStyle::kInterleaved);
   if constexpr (kDecodeLeanBodies && kForm != kIndexAny) {
-    if (body_name<kStream>(p) == (kBodyLean | kNeox)) {
+    if (p.body == (kBodyLean | kNeox)) {
       if (decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, kNeox, kStream>(p, w, t)) return;
-    } else if (body_name<kStream>(p) == (kBodyLean | kInterleaved)) {
+    } else if (p.body == (kBodyLean | kInterleaved)) {
       if (decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, kInterleaved, kStream>(p, w, t)) return;
     }
   }
@@ -451,7 +440,8 @@ __global__ void __launch_bounds__(kVecBlock, kMinBlocks) fused_decode_kernel(con
 // cache role from the fields only kR == 0 reads (FlatRoleFields); warp_v >>
 // 8 is the token count (fill_decode_shape, flat). 48 registers: faster than
 // 64 at 8192-32768 tokens though the bf16 kernels spill 12-28 bytes
-// (perf/RESULTS.md).
+// (perf/RESULTS.md). kStream (by role only): inputs loaded evict-first, for
+// launches whose bytes exceed the L2 (the launcher's rule).
 template <int kForm>
 constexpr bool kDecodeFlatByRole = kForm == kIndexTable32;
 // A flat grid's divisor by a token's units: thread x's token is (x * m) >>
@@ -472,10 +462,11 @@ struct FlatRoleFields {
   static constexpr auto query_end = &DecodeParams::v_sub;
 };
 
-template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm>
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm, bool kStream = false>
 __global__ void __launch_bounds__(kVecBlock, kDecodeManyMinBlocks)
     fused_decode_flat_kernel(const DecodeParams p) {
   static_assert(kR > 0, "FlatRoleFields: the fields kR > 0 leaves unread");
+  static_assert(!kStream || kDecodeFlatByRole<kForm>, "streaming: the by-role layout only");
   const std::uint32_t x = blockIdx.x * blockDim.x + threadIdx.x;
   const std::uint32_t nnz = p.warp_v >> 8;
   if constexpr (kDecodeFlatByRole<kForm>) {
@@ -484,7 +475,7 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeManyMinBlocks)
       const std::uint32_t t = ROPEKV_FLAT_QUOTIENT(x, (FlatDivisor{p.warp_k, p.warp_v & 0xffu}));
       if (t < kLateTriggerToken) dependents_launch();
       const std::uint32_t units = role_units<kR, kN, kDv, kQueryRole>(p.geometry(), p.num_q_heads);
-      decode_body<In, Out, Cos, kR, kN, kDv, kForm, kQueryRole, true>(p, x - t * units, t);
+      decode_body<In, Out, Cos, kR, kN, kDv, kForm, kQueryRole, kStream>(p, x - t * units, t);
     } else {
       const std::uint32_t y = x - query_end;
       const std::uint32_t t = ROPEKV_FLAT_QUOTIENT(
@@ -492,13 +483,13 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeManyMinBlocks)
       if (t >= nnz) return;
       if (t < kLateTriggerToken) dependents_launch();
       const std::uint32_t units = role_units<kR, kN, kDv, kCacheRole>(p.geometry(), p.num_q_heads);
-      decode_body<In, Out, Cos, kR, kN, kDv, kForm, kCacheRole, true>(p, y - t * units, t);
+      decode_body<In, Out, Cos, kR, kN, kDv, kForm, kCacheRole, kStream>(p, y - t * units, t);
     }
   } else {
     const std::uint32_t t = ROPEKV_FLAT_QUOTIENT(x, (FlatDivisor{p.warp_k, p.warp_v & 0xffu}));
     if (t >= nnz) return;
     if (t < kLateTriggerToken) dependents_launch();
-    decode_body<In, Out, Cos, kR, kN, kDv, kForm, kAnyPart, true>(p, x - t * p.units, t);
+    decode_body<In, Out, Cos, kR, kN, kDv, kForm, kAnyPart>(p, x - t * p.units, t);
   }
 }
 
