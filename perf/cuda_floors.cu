@@ -149,7 +149,10 @@ __global__ void data_floor_kernel(const FloorParams f, const DataFloorParams d) 
 // unit's two 8-element halves widened to float, the first `rot_units` units of
 // each token rotated (as many as the op rotates) by one cos/sin pair taken from
 // the parameters with the scale folded in (two products a value), the others
-// scaled by one product, all converted to e4m3fn by the hardware instruction.
+// scaled by one product, all converted to e4m3fn by the hardware instruction;
+// with PDL it lets the next launch in as the decode kernel does (the first
+// kLateTriggerToken tokens' units at their start, the others once past the
+// wait), so that its PDL rows bound the fused kernel's with early indices.
 struct MoveMath {
   ropekv::detail::gpu::FlatDivisor token;  // unit index -> token
   std::uint32_t units, rot_units;          // per token: units, units rotated
@@ -158,16 +161,17 @@ struct MoveMath {
 template <bool Arith>
 __global__ void move_kernel(const uint4* in, uint4* out, std::int64_t units, const MoveMath m) {
   namespace gpu = ropekv::detail::gpu;
-  gpu::dependents_launch();
-  gpu::dependency_wait();
   const std::int64_t u = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+  const std::uint32_t x = std::uint32_t(u), t = ROPEKV_FLAT_QUOTIENT(x, m.token);
+  if (!Arith || t < gpu::kLateTriggerToken) gpu::dependents_launch();
+  gpu::dependency_wait();
+  if (Arith && t >= gpu::kLateTriggerToken) gpu::dependents_launch();
   if (u >= units) return;
   const uint4 a = __ldg(in + 2 * u), b = __ldg(in + 2 * u + 1);
   if constexpr (!Arith) {
     __stcs(out + u, make_uint4(a.x ^ b.x, a.y ^ b.y, a.z ^ b.z, a.w ^ b.w));
   } else {
-    const std::uint32_t x = std::uint32_t(u);
-    const bool rot = x - ROPEKV_FLAT_QUOTIENT(x, m.token) * m.units < m.rot_units;
+    const bool rot = x - t * m.units < m.rot_units;
     const std::uint32_t wa[4] = {a.x, a.y, a.z, a.w}, wb[4] = {b.x, b.y, b.z, b.w};
     std::uint32_t code[8];
 #pragma unroll
