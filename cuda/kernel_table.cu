@@ -65,7 +65,7 @@ const void* vec_kernel(const LaunchParams& p, bool* by_part) {
     if constexpr (kR > 0) {
       return by_index_form(p, [&](auto form) -> const void* {
         constexpr int kForm = decltype(form)::value;
-        if constexpr (kForm == kIndexAny || (kStream && !kDecodeFlatByRole<kForm>)) {
+        if constexpr (kForm == kIndexAny) {
           return nullptr;
         } else {
           *by_part = kDecodeFlatByRole<kForm>;

@@ -14,8 +14,8 @@ namespace gpu {
 // parts only). kDecodeFew: a decode kernel's 64-register twin
 // (kDecodeFewBlocks). kDecodeFlat: the decode kernel's packed layout over a
 // 1D grid (where the rows kernel's teams would take one token each; the
-// specialised shapes in the fixed index forms). kDecodeFlatStream: its by-role
-// layout (page tables) with evict-first input loads, null for other forms.
+// specialised shapes in the fixed index forms). kDecodeFlatStream: the same
+// with evict-first input loads.
 enum class VecFamily {
   kDirect,
   kStaged,

@@ -44,7 +44,7 @@ constexpr int kMaxDevices = 64;
 constexpr std::size_t kDefaultShared = 48 * 1024;  // dynamic shared memory without opt-in
 
 std::atomic<int> g_tune_decode{0}, g_tune_trigger{0}, g_tune_bulk{0}, g_tune_rows{0},
-    g_tune_decode_warps{0}, g_tune_flat_tables{0};
+    g_tune_decode_warps{0}, g_tune_flat_tables{0}, g_tune_flat_slots{0};
 
 // A device attribute of `dev` (Query's), read from the device once;
 // `fallback` where the query fails.
@@ -179,6 +179,7 @@ void set_tuning(const Tuning& t) noexcept {
   g_tune_rows.store(t.rows, std::memory_order_relaxed);
   g_tune_decode_warps.store(t.decode_warps, std::memory_order_relaxed);
   g_tune_flat_tables.store(t.flat_tables, std::memory_order_relaxed);
+  g_tune_flat_slots.store(t.flat_slots, std::memory_order_relaxed);
 }
 Tuning tuning() noexcept {
   Tuning t;
@@ -188,6 +189,7 @@ Tuning tuning() noexcept {
   t.rows = g_tune_rows.load(std::memory_order_relaxed);
   t.decode_warps = g_tune_decode_warps.load(std::memory_order_relaxed);
   t.flat_tables = g_tune_flat_tables.load(std::memory_order_relaxed);
+  t.flat_slots = g_tune_flat_slots.load(std::memory_order_relaxed);
   return t;
 }
 
@@ -257,7 +259,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
           ? pick_vec(VecFamily::kDecodeFlat, p, &flat_by_role)
           : nullptr;
   const bool forced_flat = tune.decode >= 2 && flat_kernel != nullptr;
-  // stream (by role only): the kernel whose inputs load evict-first.
+  // stream: the kernel whose inputs load evict-first.
   auto take_flat = [&](const void* kernel, bool stream) {
     l.path = Path::kDecode;
     l.kernel = stream ? pick_vec(VecFamily::kDecodeFlatStream, p) : kernel;
@@ -342,7 +344,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       const bool rule_flat =
           tune.decode == 0 && flat_kernel != nullptr &&
           (blocks > wave ? p.addressing == Addressing::kSlotMapping || idle_lanes : early_flat);
-      if (forced_flat || rule_flat) take_flat(flat_kernel, tune.decode == 4 && flat_by_role);
+      if (forced_flat || rule_flat) take_flat(flat_kernel, tune.decode == 4);
       return;
     }
   }
@@ -351,9 +353,12 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   // its inputs evict-first past one L2 (so that it keeps the index arrays,
   // cos/sin rows and cache lines): 0.87-0.98 of the rows kernel's time there
   // on the H200 and the H100, beyond slower (perf/RESULTS.md).
-  // (Not where an override asks for the rows or bulk kernels.)
-  const int tables = tune.flat_tables != 0 ? tune.flat_tables : kFlatTablesL2s;
-  if (tables > 0 && tune.rows <= 0 && tune.bulk == 0 && flat_kernel != nullptr && flat_by_role) {
+  // Slot mapping the same only under the measurement override flat_slots=N
+  // (its packed layout). (Not where an override asks for the rows or bulk
+  // kernels.)
+  const int tables =
+      flat_by_role ? (tune.flat_tables != 0 ? tune.flat_tables : kFlatTablesL2s) : tune.flat_slots;
+  if (tables > 0 && tune.rows <= 0 && tune.bulk == 0 && flat_kernel != nullptr) {
     const std::uint64_t bytes =
         std::uint64_t(p.nnz) * g.units * kItem * std::uint64_t(p.in.bytes + p.q_out.bytes);
     const std::uint64_t l2 = std::uint64_t(l2_bytes(dev));
@@ -457,6 +462,7 @@ struct DecisionKey {
   std::uint32_t flags;  // vector-eligible, checked, the index arrays' widths, strides beyond
                         // 32 bits, PDL with early indices, PDL
   Tuning tune;          // every override, whole
+  std::uint32_t zero;   // 0: the key's size a multiple of 8 without padding
 };
 constexpr std::uint32_t kKeyWide = 2048, kKeyEarly = 4096, kKeyPdl = 8192;
 static_assert(std::has_unique_object_representations_v<DecisionKey>,
@@ -484,6 +490,7 @@ DecisionKey decision_key(const LaunchParams& p, int dev, const Tuning& tune) {
             (strides_fit32(p) ? 0u : kKeyWide) | (p.pdl && p.early_indices ? kKeyEarly : 0u) |
             (p.pdl ? kKeyPdl : 0u);
   k.tune = tune;
+  k.zero = 0;
   return k;
 }
 

@@ -42,7 +42,7 @@ struct PreparedLaunch {
   VecGeometry geometry = {};
   bool decode_by_part = false;  // by part or role (fused_decode_kernel, flat: by role)
   bool decode_flat = false;     // over a 1D grid (fused_decode_flat_kernel)
-  bool decode_stream = false;   // flat by role: inputs loaded evict-first (its own kernel)
+  bool decode_stream = false;   // flat: inputs loaded evict-first (its own kernel)
   DecodeParams decode;
   BulkPlan bulk;  // the bulk kernel's third argument
 };
@@ -65,7 +65,7 @@ struct Tuning {
   // 1: the decode kernel wherever it can run; -1: never; 2: as 1, and its
   // packed layout flat (the tokens' units back to back over a 1D grid);
   // 3: the rule's choice, flat (measurements); 4: as 2, the by-role layout's
-  // kernel with evict-first inputs (tests).
+  // (or packed) layout's kernel with evict-first inputs (tests).
   int decode = 0;
   int pdl_trigger =
       0;  // vector kernels under PDL: 1: let dependents launch at block start; -1: at exit
@@ -82,6 +82,8 @@ struct Tuning {
   // their inputs evict-first past one L2: up to N times the L2's bytes a
   // launch (N > 0; the rule: 4), or never (-1).
   int flat_tables = 0;
+  // N > 0: slot mapping the same (its packed layout; a measurement).
+  int flat_slots = 0;
 };
 void set_tuning(const Tuning& t) noexcept;
 Tuning tuning() noexcept;

@@ -461,6 +461,8 @@ bool set_cuda_tuning(const std::string& spec) {
       t.decode_warps = value;
     else if (key == "flat_tables")
       t.flat_tables = value;
+    else if (key == "flat_slots")
+      t.flat_slots = value;
     else
       return false;
     i = comma + 1;

@@ -427,7 +427,8 @@ TEST(CudaLauncher, FlatDecodeLayoutWhereRowsTeamsTakeOneToken) {
 // launch (gpt-oss TP8's 40 units of 16 elements, 2 bytes in and 1 out: 1920
 // bytes a token), in the kernel whose inputs load evict-first past one L2;
 // the rows kernel beyond, for slot mapping, and under flat_tables=-1 (which,
-// like every override, enters a kept decision). A flat layout within one L2
+// like every override, enters a kept decision); slot mapping the same only
+// under the override flat_slots. A flat layout within one L2
 // (the TP8 rule at 8192 tokens, decode=2) takes the other kernel; decode=4
 // forces the streaming one.
 TEST(CudaLauncher, PageTablesFlatWithinFourL2sStreamingPastOne) {
@@ -446,6 +447,10 @@ TEST(CudaLauncher, PageTablesFlatWithinFourL2sStreamingPastOne) {
   t.flat_tables = -1;
   gpu::set_tuning(t);
   const gpu::PreparedLaunch never = decide(page_table_params(2 * per_l2, base));
+  t = gpu::Tuning{};
+  t.flat_slots = 4;  // the measurement override for slot mapping (its packed layout)
+  gpu::set_tuning(t);
+  const gpu::PreparedLaunch slots_flat = decide(params(2 * per_l2, base));
   t = gpu::Tuning{};
   t.decode = 2;
   gpu::set_tuning(t);
@@ -466,6 +471,9 @@ TEST(CudaLauncher, PageTablesFlatWithinFourL2sStreamingPastOne) {
   EXPECT_EQ(five.path, gpu::Path::kRows);
   EXPECT_EQ(slots.path, gpu::Path::kRows);
   EXPECT_EQ(never.path, gpu::Path::kRows);
+  EXPECT_TRUE(slots_flat.decode_flat);
+  EXPECT_FALSE(slots_flat.decode_by_part);
+  EXPECT_TRUE(slots_flat.decode_stream);
   EXPECT_TRUE(forced.decode_flat);
   EXPECT_FALSE(forced.decode_stream);
   EXPECT_EQ(forced.kernel, half.kernel);

@@ -440,8 +440,8 @@ __global__ void __launch_bounds__(kVecBlock, kMinBlocks) fused_decode_kernel(con
 // cache role from the fields only kR == 0 reads (FlatRoleFields); warp_v >>
 // 8 is the token count (fill_decode_shape, flat). 48 registers: faster than
 // 64 at 8192-32768 tokens though the bf16 kernels spill 12-28 bytes
-// (perf/RESULTS.md). kStream (by role only): inputs loaded evict-first, for
-// launches whose bytes exceed the L2 (the launcher's rule).
+// (perf/RESULTS.md). kStream: inputs loaded evict-first, for launches whose
+// bytes exceed the L2 (the launcher's rule for page tables).
 template <int kForm>
 constexpr bool kDecodeFlatByRole = kForm == kIndexTable32;
 // A flat grid's divisor by a token's units: thread x's token is (x * m) >>
@@ -466,7 +466,6 @@ template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm, bo
 __global__ void __launch_bounds__(kVecBlock, kDecodeManyMinBlocks)
     fused_decode_flat_kernel(const DecodeParams p) {
   static_assert(kR > 0, "FlatRoleFields: the fields kR > 0 leaves unread");
-  static_assert(!kStream || kDecodeFlatByRole<kForm>, "streaming: the by-role layout only");
   const std::uint32_t x = blockIdx.x * blockDim.x + threadIdx.x;
   const std::uint32_t nnz = p.warp_v >> 8;
   if constexpr (kDecodeFlatByRole<kForm>) {
@@ -489,7 +488,7 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeManyMinBlocks)
     const std::uint32_t t = ROPEKV_FLAT_QUOTIENT(x, (FlatDivisor{p.warp_k, p.warp_v & 0xffu}));
     if (t >= nnz) return;
     if (t < kLateTriggerToken) dependents_launch();
-    decode_body<In, Out, Cos, kR, kN, kDv, kForm, kAnyPart>(p, x - t * p.units, t);
+    decode_body<In, Out, Cos, kR, kN, kDv, kForm, kAnyPart, kStream>(p, x - t * p.units, t);
   }
 }
 
