@@ -259,10 +259,10 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
           ? pick_vec(VecFamily::kDecodeFlat, p, &flat_by_role)
           : nullptr;
   const bool forced_flat = tune.decode >= 2 && flat_kernel != nullptr;
-  // stream: the kernel whose inputs load evict-first.
-  auto take_flat = [&](const void* kernel, bool stream) {
+  // flat_kernel, or with stream its twin whose inputs load evict-first.
+  auto take_flat = [&](bool stream) {
     l.path = Path::kDecode;
-    l.kernel = stream ? pick_vec(VecFamily::kDecodeFlatStream, p) : kernel;
+    l.kernel = stream ? pick_vec(VecFamily::kDecodeFlatStream, p) : flat_kernel;
     l.decode_flat = true;
     l.decode_stream = stream;
     l.decode_by_part = flat_by_role;  // packed or by role
@@ -344,7 +344,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       const bool rule_flat =
           tune.decode == 0 && flat_kernel != nullptr &&
           (blocks > wave ? p.addressing == Addressing::kSlotMapping || idle_lanes : early_flat);
-      if (forced_flat || rule_flat) take_flat(flat_kernel, tune.decode == 4);
+      if (forced_flat || rule_flat) take_flat(tune.decode == 4);
       return;
     }
   }
@@ -363,7 +363,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
         std::uint64_t(p.nnz) * g.units * kItem * std::uint64_t(p.in.bytes + p.q_out.bytes);
     const std::uint64_t l2 = std::uint64_t(l2_bytes(dev));
     if (bytes <= std::uint64_t(tables) * l2) {
-      take_flat(flat_kernel, bytes > l2);
+      take_flat(bytes > l2);
       return;
     }
   }
@@ -417,7 +417,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       // unit a thread is faster (perf/RESULTS.md).
       if (tune.rows == 0 && flat_kernel != nullptr &&
           blocks <= std::uint64_t(rows_per_sm) * std::uint64_t(sms)) {
-        take_flat(flat_kernel, false);
+        take_flat(false);
         return;
       }
       g.team = team;
