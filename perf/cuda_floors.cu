@@ -172,12 +172,13 @@ __global__ void move_kernel(const uint4* in, uint4* out, std::int64_t units, con
     __stcs(out + u, make_uint4(a.x ^ b.x, a.y ^ b.y, a.z ^ b.z, a.w ^ b.w));
   } else {
     const bool rot = x - t * m.units < m.rot_units;
-    const std::uint32_t wa[4] = {a.x, a.y, a.z, a.w}, wb[4] = {b.x, b.y, b.z, b.w};
+    float xs[8], ys[8];
+    gpu::decode8<ropekv::DType::kBFloat16>(a, xs);
+    gpu::decode8<ropekv::DType::kBFloat16>(b, ys);
     std::uint32_t code[8];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const float x0 = __uint_as_float(wa[i] << 16), x1 = __uint_as_float(wa[i] & 0xffff0000u);
-      const float y0 = __uint_as_float(wb[i] << 16), y1 = __uint_as_float(wb[i] & 0xffff0000u);
+      const float x0 = xs[2 * i], x1 = xs[2 * i + 1], y0 = ys[2 * i], y1 = ys[2 * i + 1];
       float p0, p1, q0, q1;
       if (rot) {
         p0 = x0 * m.c - y0 * m.s;
