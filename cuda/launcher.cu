@@ -215,8 +215,7 @@ namespace {
 // vector kernels (whose teams pipeline tokens only where they have several)
 // up to 24 tokens a multiprocessor, and up to 32 where that is at most four
 // waves of its blocks (the TP8 shapes, whose tokens have few units)
-// (perf/RESULTS.md, H200: 0.50-0.97 of the vector kernels' time at 512-4096
-// tokens; beyond, up to 1.16x slower; HIP takes the same rule, unmeasured).
+// (perf/RESULTS.md; HIP takes the same rule, unmeasured).
 constexpr std::uint64_t kDecodeTokensPerSm = 24, kDecodeFewWaves = 4,
                         kDecodeFewWavesTokensPerSm = 32;
 // With PDL and early indices, page tables from this many tokens take the
@@ -351,8 +350,8 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   // Page tables past the decode kernel's 2D grid: the flat layout by role up
   // to kFlatTablesL2s L2s of bytes a launch (tune.flat_tables: N, or -1 never),
   // its inputs evict-first past one L2 (so that it keeps the index arrays,
-  // cos/sin rows and cache lines): 0.87-0.98 of the rows kernel's time there
-  // on the H200 and the H100, beyond slower (perf/RESULTS.md).
+  // cos/sin rows and cache lines): faster than the rows kernel there on the
+  // H200 and the H100, slower beyond (perf/RESULTS.md).
   // Slot mapping the same only under the measurement override flat_slots=N
   // (its packed layout). (Not where an override asks for the rows or bulk
   // kernels.)

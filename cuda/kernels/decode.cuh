@@ -64,11 +64,9 @@ constexpr bool kDecodeFewBlocks = kR > 0 && kDecodeMinBlocks<kR, kN> == kDecodeM
 // early indices, once they have read that flag). A grid lets the next one
 // in when all its blocks have, so a launch of up to kLateTriggerToken tokens
 // does at its start and a larger one once past the wait: there the next
-// grid's blocks, let in at the start, held this one's back (perf/RESULTS.md:
-// 0.71-0.89 at 64-256 tokens, and PDL at most 0.80 of no PDL where the grid
-// fills the device, against up to 1.037). The start's test reads no
-// parameter: one held the trigger up by a constant-bank line miss (up to
-// 3.6% slower at 1-8 tokens).
+// grid's blocks, let in at the start, held this one's back (perf/RESULTS.md).
+// The start's test reads no parameter: one held the trigger up by a
+// constant-bank line miss.
 constexpr std::int64_t kLateTriggerToken = 32;
 
 // One row part's parameters (kRotQ .. kValue), 64 bytes: one line of the
@@ -266,8 +264,8 @@ __device__ __forceinline__ UnitRef role_unit_ref(const VecGeometry& g, std::uint
 // A unit's input vector: evict-first in the flat layout's streaming kernels
 // (kStream: launches whose bytes exceed the L2, so that it keeps the index
 // arrays, cos/sin rows and cache lines), else read-only cached (evict-first
-// measured up to 1.5x slower in the 2D grid at 1-8 tokens, and a run-time
-// choice between the two 1-6% slower in the flat layout: perf/RESULTS.md).
+// measured slower in the 2D grid at 1-8 tokens, and a run-time choice
+// between the two slower in the flat layout: perf/RESULTS.md).
 template <bool kStream>
 __device__ __forceinline__ uint4 load_unit_input(const uint4* x) {
   if constexpr (kStream) {
