@@ -4,6 +4,8 @@
 # named, printing per row the counters that say where a large launch's time
 # goes (duration, DRAM and L2 throughput, instructions, occupancy, registers,
 # the leading warp stall reasons). Full reports land under OUTDIR.
+# ROPEKV_NCU_CACHE=none keeps the caches as the row leaves them (its hot
+# rows: the data resident in the L2, as the perf suite times them).
 # A row is [TUNING%]ROW: ROW a perf-suite name without the "/iterations..."
 # tail (e.g. cuda-pt/llama-3.1-8b/nnz:8192), TUNING a ROPEKV_PERF_TUNING value.
 # Usage: bash scripts/gpu_ncu_rows.sh OUTDIR ROW [ROW ...]
@@ -32,7 +34,7 @@ for spec in "$@"; do
   tune= row=$spec
   case "$spec" in *%*) tune=${spec%%%*} row=${spec#*%} ;; esac
   name=$(echo "$spec" | tr '/:%=,' '_____')
-  ROPEKV_PERF_TUNING=$tune ncu --clock-control none --cache-control all -k 'regex:fused|floor|move' \
+  ROPEKV_PERF_TUNING=$tune ncu --clock-control none --cache-control "${ROPEKV_NCU_CACHE:-all}" -k 'regex:fused|floor|move' \
     -s 3 -c 1 --metrics "$metrics" "$B/perf/ropekv_perf" --benchmark_filter="^$row/" >"$out/$name.txt" 2>&1
   echo "== $spec"
   grep -E '\)x\(|^\s+[a-z0-9_]+__[a-z0-9_.]+' "$out/$name.txt" |
