@@ -15,6 +15,9 @@ Usage: python3 perf/decode_tables.py results/perf.json
    the copy ceiling and of a same-size copy, PDL / no PDL, and page tables'.
 4. CPU time per call: run() against a bare launch of the same kernel, and the
    prepared call's counters (repeated, moving, against the moving bare launch).
+5. Decode targets per row: without PDL at most 1.15x the floor, with PDL and early
+   indices at most 1.3 µs hot; each row met, beyond the device (a kernel doing less
+   than the op, measured in the same run, already past the mark) or missed.
 """
 import json
 import sys
@@ -151,6 +154,73 @@ def cpu_table(rows):
               f"{fmt(b['us_per_call'] - bare if bare else None)} | {extra} |")
 
 
+MARK_X_FLOOR = 1.15  # fused / floor without PDL
+MARK_EARLY_US = 1.3  # PDL + early indices, hot
+
+
+def decode_rows(rows):
+    """(shape, nnz, page table?) of every fused decode row, in the table's order."""
+    shapes = []
+    for name in rows:
+        parts = name.split("/")
+        if len(parts) == 3 and parts[0] == "cuda-floor" and parts[1] not in shapes:
+            shapes.append(parts[1])
+    return [(s, n, pt) for s in shapes for n in (1, 8, 64, 256) for pt in ("", "-pt")
+            if f"cuda{pt}/{s}/nnz:{n}" in rows]
+
+
+def status_table(rows):
+    """Per decode row and target: met, beyond (which bound) or missed. A bound is a
+    kernel of the same run doing less than the op: without PDL the move, math and
+    arith floors (no index chain); with PDL + early indices the move and arith floors
+    with PDL (they wait before loading q, k, v as the op must)."""
+    counts = {}
+    lines = []
+    for s, n, pt in decode_rows(rows):
+        form = "page table" if pt else "slot mapping"
+        for temp, hot in (("rotated", ""), ("hot", "-hot")):
+            floor = us(rows, f"cuda-floor{hot}{pt}/{s}/nnz:{n}")
+            fused = us(rows, f"cuda{hot}{pt}/{s}/nnz:{n}")
+            if not floor or fused is None:
+                continue
+            bounds = {"move floor": us(rows, f"cuda-move{hot}/{s}/nnz:{n}"),
+                      "math floor": best(rows, "cuda-mathfloor", hot, s, n),
+                      "arith floor": us(rows, f"cuda-movearith{hot}/{s}/nnz:{n}")}
+            verdict = classify(fused / floor, {k: v / floor for k, v in bounds.items() if v},
+                               MARK_X_FLOOR)
+            counts[("x floor", verdict[0])] = counts.get(("x floor", verdict[0]), 0) + 1
+            lines.append(f"| x floor | {s} | {n} | {form} | {temp} | {fused / floor:.2f} | "
+                         f"{verdict[1]} |")
+        early = us(rows, f"cuda-hot-pdl-early{pt}/{s}/nnz:{n}")
+        if early is not None:
+            bounds = {"move floor + PDL": us(rows, f"cuda-move-hot-pdl/{s}/nnz:{n}"),
+                      "arith floor + PDL": us(rows, f"cuda-movearith-hot-pdl/{s}/nnz:{n}")}
+            verdict = classify(early, {k: v for k, v in bounds.items() if v}, MARK_EARLY_US)
+            counts[("early", verdict[0])] = counts.get(("early", verdict[0]), 0) + 1
+            lines.append(f"| PDL + early µs | {s} | {n} | {form} | hot | {early:.2f} | "
+                         f"{verdict[1]} |")
+    for target, label in (("x floor", f"at most {MARK_X_FLOOR}x the floor (no PDL)"),
+                          ("early", f"PDL + early indices at most {MARK_EARLY_US} µs hot")):
+        c = {v: counts.get((target, v), 0) for v in ("met", "beyond", "missed")}
+        print(f"- {label}: met {c['met']}, beyond the device {c['beyond']}, "
+              f"missed {c['missed']}")
+    print("\n| target | shape | nnz | addressing | buffers | value | verdict |")
+    print("|---|---|---|---|---|---|---|")
+    for line in lines:
+        print(line)
+
+
+def classify(value, bounds, mark):
+    """('met' | 'beyond' | 'missed', text): beyond where a bound is already past mark."""
+    if value <= mark:
+        return "met", "met"
+    past = {k: v for k, v in bounds.items() if v > mark}
+    if past:
+        k = max(past, key=past.get)
+        return "beyond", f"beyond: {k} {past[k]:.2f}"
+    return "missed", "missed" + "".join(f", {k} {v:.2f}" for k, v in sorted(bounds.items()))
+
+
 def main(argv):
     if len(argv) != 2:
         print(__doc__.strip(), file=sys.stderr)
@@ -164,6 +234,8 @@ def main(argv):
     large_table(rows)
     print("\n### CPU time per call\n")
     cpu_table(rows)
+    print("\n### Decode targets by row\n")
+    status_table(rows)
     return 0
 
 
