@@ -84,7 +84,7 @@ void print_help() {
       "-hot rows (nnz <= 256): every call on one buffer set, so inputs, outputs\n"
       "and their pages stay in the L2 and the TLBs (as when q, k, v come straight\n"
       "from the previous kernel); label 'hot'.\n"
-      "cuda-copy (nnz >= 64): cudaMemcpyAsync D2D moving the op's byte count (half\n"
+      "cuda-copy (every nnz, -hot too): cudaMemcpyAsync D2D moving the op's byte count (half\n"
       "read, half written) in the same graph method; the fused rows then report\n"
       "pct_of_same_size_copy = copy time / fused time. Fused decode rows report\n"
       "x_floor = fused time / floor time (same addressing, hot or rotated).\n"
