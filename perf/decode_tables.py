@@ -52,12 +52,18 @@ def fmt(x, spec=".2f"):
     return format(x, spec) if isinstance(x, (int, float)) else "-"
 
 
-def decode_table(rows):
+def decode_shapes(rows):
+    """The shapes with decode rows (those with a floor row), in the file's order."""
     shapes = []
     for name in rows:
         parts = name.split("/")
         if len(parts) == 3 and parts[0] == "cuda-floor" and parts[1] not in shapes:
             shapes.append(parts[1])
+    return shapes
+
+
+def decode_table(rows):
+    shapes = decode_shapes(rows)
     print("| shape | nnz | addressing | floor rot / hot | data floor rot / hot "
           "| same-size copy rot / hot | move floor rot / hot | move floor + PDL rot / hot "
           "| math floor rot / hot | math floor + PDL rot / hot "
@@ -160,12 +166,7 @@ MARK_EARLY_US = 1.3  # PDL + early indices, hot
 
 def decode_rows(rows):
     """(shape, nnz, page table?) of every fused decode row, in the table's order."""
-    shapes = []
-    for name in rows:
-        parts = name.split("/")
-        if len(parts) == 3 and parts[0] == "cuda-floor" and parts[1] not in shapes:
-            shapes.append(parts[1])
-    return [(s, n, pt) for s in shapes for n in (1, 8, 64, 256) for pt in ("", "-pt")
+    return [(s, n, pt) for s in decode_shapes(rows) for n in (1, 8, 64, 256) for pt in ("", "-pt")
             if f"cuda{pt}/{s}/nnz:{n}" in rows]
 
 
