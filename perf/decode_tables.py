@@ -19,6 +19,7 @@ Usage: python3 perf/decode_tables.py results/perf.json
    indices at most 1.3 µs hot; each row met, beyond the device (a kernel doing less
    than the op, measured in the same run, already past the mark) or missed.
 """
+import collections
 import json
 import sys
 
@@ -175,7 +176,7 @@ def status_table(rows):
     kernel of the same run doing less than the op: without PDL the move, math and
     arith floors (no index chain); with PDL + early indices the move and arith floors
     with PDL (they wait before loading q, k, v as the op must)."""
-    counts = {}
+    counts = collections.Counter()
     lines = []
     for s, n, pt in decode_rows(rows):
         form = "page table" if pt else "slot mapping"
@@ -189,7 +190,7 @@ def status_table(rows):
                       "arith floor": us(rows, f"cuda-movearith{hot}/{s}/nnz:{n}")}
             verdict = classify(fused / floor, {k: v / floor for k, v in bounds.items() if v},
                                MARK_X_FLOOR)
-            counts[("x floor", verdict[0])] = counts.get(("x floor", verdict[0]), 0) + 1
+            counts[("x floor", verdict[0])] += 1
             lines.append(f"| x floor | {s} | {n} | {form} | {temp} | {fused / floor:.2f} | "
                          f"{verdict[1]} |")
         early = us(rows, f"cuda-hot-pdl-early{pt}/{s}/nnz:{n}")
@@ -197,14 +198,13 @@ def status_table(rows):
             bounds = {"move floor + PDL": us(rows, f"cuda-move-hot-pdl/{s}/nnz:{n}"),
                       "arith floor + PDL": us(rows, f"cuda-movearith-hot-pdl/{s}/nnz:{n}")}
             verdict = classify(early, {k: v for k, v in bounds.items() if v}, MARK_EARLY_US)
-            counts[("early", verdict[0])] = counts.get(("early", verdict[0]), 0) + 1
+            counts[("early", verdict[0])] += 1
             lines.append(f"| PDL + early µs | {s} | {n} | {form} | hot | {early:.2f} | "
                          f"{verdict[1]} |")
     for target, label in (("x floor", f"at most {MARK_X_FLOOR}x the floor (no PDL)"),
                           ("early", f"PDL + early indices at most {MARK_EARLY_US} µs hot")):
-        c = {v: counts.get((target, v), 0) for v in ("met", "beyond", "missed")}
-        print(f"- {label}: met {c['met']}, beyond the device {c['beyond']}, "
-              f"missed {c['missed']}")
+        print(f"- {label}: met {counts[(target, 'met')]}, "
+              f"beyond the device {counts[(target, 'beyond')]}, missed {counts[(target, 'missed')]}")
     print("\n| target | shape | nnz | addressing | buffers | value | verdict |")
     print("|---|---|---|---|---|---|---|")
     for line in lines:
