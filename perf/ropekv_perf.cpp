@@ -93,8 +93,8 @@ void print_help() {
       "op's arithmetic (-bN: blocks of N threads a token; -flatbN: one 1D grid).\n"
       "cuda-movearith (decode sizes): the move kernel with less arithmetic than the\n"
       "op needs (one cos/sin pair, scale folded in, as many units rotated).\n"
-      "cuda-opfloor-b128[-uU] (larger sizes): the op's whole work one unit (U units)\n"
-      "a thread, with its own index entries, cos/sin at the position and destinations.\n"
+      "cuda-opfloor-b128[-uU] (64-256 tokens, -hot too; larger sizes -uU): the op's\n"
+      "whole work one unit (U units) a thread, with its own index entries, cos/sin at the position and destinations.\n"
       "ROPEKV_PERF_TUNING='decode=-1|1|2|3|4,pdl_trigger=-1|1,bulk=1,rows=1,decode_warps=-1|N,"
       "flat_tables=-1|N,flat_slots=N'\n"
       "overrides the launcher's rules for measurements (cuda/launcher.hpp);\n"
@@ -366,7 +366,8 @@ void register_cuda(const Shape& s, std::int64_t nnz, const GpuCase& c) {
 //    with its floor; unfused for slot mapping; a same-size copy (rotated
 //    and hot: what moving the op's bytes alone costs at that size) and the
 //    move floor (a kernel moving the q, k, v bytes) and the math floor (the
-//    same with the op's arithmetic), with and without PDL;
+//    same with the op's arithmetic), with and without PDL; from 64 tokens the
+//    op floor in both forms, rotated and hot, without PDL;
 //  * larger sizes: slot mapping with and without PDL (and early indices),
 //    page table, unfused, same-size copy, and for the canonical shapes the
 //    move and math floors and the op floor in both forms (rotated, no PDL);
@@ -411,6 +412,16 @@ void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
         flat.flat = true;
         register_cuda(s, nnz, flat);
       }
+    // The op floor from 64 tokens, where a call is the index chain followed by
+    // one warp's arithmetic (perf/RESULTS.md).
+    if (nnz >= 64)
+      for (bool pt : {false, true})
+        for (bool hot : {false, true}) {
+          GpuCase c = mk(GpuKind::kMathFloor, pt, hot, false, false);
+          c.block = 128;
+          c.flat = c.op = true;
+          register_cuda(s, nnz, c);
+        }
     for (bool pt : {false, true})
       for (bool hot : {false, true}) {
         register_cuda(s, nnz, mk(GpuKind::kFused, pt, hot, false, false));
