@@ -385,6 +385,14 @@ void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
     c.early = early;
     return c;
   };
+  // The op floor (one 1D grid, blocks of 128, `units` units a thread).
+  auto op_floor = [&](bool pt, bool hot, int units) {
+    GpuCase c = mk(GpuKind::kMathFloor, pt, hot, false, false);
+    c.block = 128;
+    c.flat = c.op = true;
+    c.units = units;
+    return c;
+  };
   const bool decode = nnz <= 256;
   if (decode && canonical) {
     for (bool pt : {false, true})
@@ -417,12 +425,7 @@ void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
     // one warp's arithmetic (perf/RESULTS.md).
     if (nnz >= 64)
       for (bool pt : {false, true})
-        for (bool hot : {false, true}) {
-          GpuCase c = mk(GpuKind::kMathFloor, pt, hot, false, false);
-          c.block = 128;
-          c.flat = c.op = true;
-          register_cuda(s, nnz, c);
-        }
+        for (bool hot : {false, true}) register_cuda(s, nnz, op_floor(pt, hot, 1));
     for (bool pt : {false, true})
       for (bool hot : {false, true}) {
         register_cuda(s, nnz, mk(GpuKind::kFused, pt, hot, false, false));
@@ -449,15 +452,8 @@ void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
         c.flat = true;
         register_cuda(s, nnz, c);
       }
-      for (bool pt : {false, true}) {
-        GpuCase c = mk(GpuKind::kMathFloor, pt, false, false, false);
-        c.block = 128;
-        c.flat = c.op = true;
-        for (int units : {1, 2, 4}) {
-          c.units = units;
-          register_cuda(s, nnz, c);
-        }
-      }
+      for (bool pt : {false, true})
+        for (int units : {1, 2, 4}) register_cuda(s, nnz, op_floor(pt, false, units));
       register_cuda(s, nnz, mk(GpuKind::kFused, false, false, true, true));
       register_cuda(s, nnz, mk(GpuKind::kFused, true, false, false, false));
     }
