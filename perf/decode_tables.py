@@ -13,9 +13,12 @@ Usage: python3 perf/decode_tables.py results/perf.json
 2. PDL on / off at every token count (slot mapping, rotated buffers).
 3. Larger batches (nnz >= 1024, rotated): slot mapping's time, bandwidth, % of
    the copy ceiling and of a same-size copy, PDL / no PDL, and page tables'.
-4. CPU time per call: run() against a bare launch of the same kernel, and the
+4. The op floor (the op's whole work in its plainest kernel: one 1D grid, U units
+   a thread): at 64 and 256 tokens against the floor and the fused op; at larger
+   sizes its % of the copy ceiling beside the math floor's and the fused op's.
+5. CPU time per call: run() against a bare launch of the same kernel, and the
    prepared call's counters (repeated, moving, against the moving bare launch).
-5. Decode targets per row: without PDL at most 1.15x the floor, with PDL and early
+6. Decode targets per row: without PDL at most 1.15x the floor, with PDL and early
    indices at most 1.3 µs hot; each row met, beyond the device (a kernel doing less
    than the op, measured in the same run, already past the mark) or missed.
 """
@@ -143,6 +146,44 @@ def large_table(rows):
               f"{fmt(ptt / t if ptt else None, '.3f')} |")
 
 
+def opfloor_table(rows):
+    """Decode sizes: floor, op floor and fused op (x floor) per form and buffers."""
+    print("| shape | nnz | form | hot/rot | floor | op floor (x floor) | fused (x floor) |")
+    print("|---|---|---|---|---|---|---|")
+    for s, n, pt in decode_rows(rows):
+        for temp, hot in (("rot", ""), ("hot", "-hot")):
+            floor = us(rows, f"cuda-floor{hot}{pt}/{s}/nnz:{n}")
+            op = us(rows, f"cuda-opfloor-b128{hot}{pt}/{s}/nnz:{n}")
+            fused = us(rows, f"cuda{hot}{pt}/{s}/nnz:{n}")
+            if not floor or op is None or fused is None:
+                continue
+            print(f"| {s} | {n} | {'pt' if pt else 'slot'} | {temp} | {fmt(floor)} | "
+                  f"{fmt(op)} ({fmt(op / floor)}) | {fmt(fused)} ({fmt(fused / floor)}) |")
+
+
+def large_floor_table(rows):
+    """Larger sizes, rotated: % of the copy ceiling of the fused op, the best math
+    floor and the op floor with 1, 2 and 4 units a thread, both forms."""
+    print("| shape | nnz | form | fused | math floor (best) | op floor u1 | u2 | u4 |")
+    print("|---|---|---|---|---|---|---|---|")
+    pct = lambda name: rows[name].get("pct_of_copy") if name in rows else None
+    for name in rows:
+        parts = name.split("/")
+        if len(parts) != 3 or parts[0] != "cuda-opfloor-b128":
+            continue
+        s, nnz = parts[1], parts[2]
+        if int(nnz.split(":")[1]) < 1024:
+            continue
+        mf = [pct(f"cuda-mathfloor-{g}b{b}/{s}/{nnz}") for g in ("", "flat") for b in (128, 256)]
+        mf = [x for x in mf if x is not None]
+        for pt in ("", "-pt"):
+            ops = [pct(f"cuda-opfloor-b128{u}{pt}/{s}/{nnz}") for u in ("", "-u2", "-u4")]
+            print(f"| {s} | {nnz.split(':')[1]} | {'pt' if pt else 'slot'} | "
+                  f"{fmt(pct(f'cuda{pt}/{s}/{nnz}'), '.1f')} | "
+                  f"{fmt(max(mf) if mf else None, '.1f')} | "
+                  + " | ".join(fmt(x, ".1f") for x in ops) + " |")
+
+
 def cpu_table(rows):
     keys = ["prepared_over_launch_us", "prepared_moving_over_launch_us",
             "moving_launch_over_launch_us", "prepared_moving_over_moving_launch_us",
@@ -233,6 +274,10 @@ def main(argv):
     pdl_table(rows)
     print("\n### Larger batches (rotated)\n")
     large_table(rows)
+    print("\n### The op floor at decode sizes\n")
+    opfloor_table(rows)
+    print("\n### Larger batches: floors (rotated, % of the copy ceiling)\n")
+    large_floor_table(rows)
     print("\n### CPU time per call\n")
     cpu_table(rows)
     print("\n### Decode targets by row\n")
