@@ -1,5 +1,6 @@
 // The reference kernels the perf suite times beside the op, and their launches: the floor, the
-// data floor, the move floor, the math floor and the op floor (GpuKind::kFloor, kDataFloor,
+// data floor, the move floor, the math floor, the chain floor and the op floor (GpuKind::kFloor,
+// kDataFloor,
 // kMove, kMathFloor; see cuda_perf.hpp).
 #include <cuda_runtime.h>
 
@@ -281,6 +282,41 @@ __global__ void math_floor_flat_kernel(const float* cos_sin, const DataFloorPara
   math_floor_unit(cos_sin, d, rotary, div, out, nnz, int(x - t * std::uint32_t(d.units)), t);
 }
 
+// The chain floor: the math floor behind the floor's index chain. Block (x, t),
+// thread i takes unit u = x * blockDim.x + i of token t (math_floor_kernel's
+// grid): its two input vectors first (cached, as the math floor's: they do not
+// depend on the index), then the token's index entries (floor_token: slot and
+// position, or batch index and position), then, not padding, its cos/sin at
+// the position; the op's arithmetic and two 8-byte stores into a contiguous
+// output. What every version of the op does for its query units (no page
+// look-up, no cache address): a decode row slower than a mark where this row
+// already is, is beyond the device by measurement.
+__global__ void chain_floor_kernel(const FloorParams f, const DataFloorParams d,
+                                   const ropekv::detail::ScaleDivisor div, uint2* out,
+                                   std::int64_t nnz) {
+  namespace gpu = ropekv::detail::gpu;
+  const int u = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (u >= d.units) return;
+  const std::int64_t t = blockIdx.y;
+  const uint4* x = d.in + t * d.in_units * 2;
+  const uint4 a = __ldg(x + u), b = __ldg(x + d.in_units + u);
+  std::int64_t key, pos;
+  floor_token(f, t, &key, &pos);
+  if (key < 0) return;
+  const FloorUnit r = floor_unit(d, u);
+  float cv[8] = {}, sv[8] = {};
+  if (r.rotary)
+    gpu::load_unit_cos<ropekv::DType::kFloat32>(
+        ropekv::RopeStyle::kNeox, unsigned(f.rotary / 2),
+        reinterpret_cast<const char*>(f.cos_sin + pos * f.rotary), unsigned(r.sub), cv, sv);
+  uint2 lo, hi;
+  gpu::encode_unit<ropekv::DType::kBFloat16, ropekv::DType::kFloat8E4M3FN, 0>(
+      ropekv::RopeStyle::kNeox, r.rotary, div, a, b, cv, sv, lo, hi);
+  const std::int64_t i = t * d.units + u;
+  __stcs(out + i, lo);
+  __stcs(out + nnz * d.units + i, hi);
+}
+
 // The op floor: the op's whole work in the plainest form a kernel can take,
 // the flat math floor with the op's own index chain and destinations. Thread
 // x takes unit u of token t (as math_floor_flat_kernel); it loads the unit's
@@ -396,6 +432,11 @@ ropekv::Result launch_math_floor(const ropekv::Arguments& a, DeviceProblem& dp, 
     return error_result(c.op ? "op floor kernel (more than 2^31 units)"
                              : "math floor kernel (flat grid: more than 2^31 units)",
                         cudaErrorInvalidConfiguration);
+  if (c.chain) {
+    const dim3 grid((unsigned(d.units) + block - 1) / block, unsigned(nnz));
+    chain_floor_kernel<<<grid, block, 0, stream>>>(f, d, div, out, nnz);
+    return launch_result("chain floor kernel");
+  }
   if (c.op) {  // (a flat case)
     const unsigned blocks = unsigned((flat_units + block * c.units - 1) / (block * c.units));
     if (c.units == 4)

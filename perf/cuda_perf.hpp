@@ -65,10 +65,13 @@ struct GpuCase {
   // scale folded in, as many units rotated as the op rotates, e4m3fn conversion)
   bool arith = false;
   int units = 1;  // the op floor: units a thread (1, 2 or 4), their loads issued together
+  // kMathFloor, 2D grid: the chain floor (the floor's index entries, then cos/sin at the
+  // position, before the arithmetic; contiguous output, no page look-up)
+  bool chain = false;
 };
 // The row's backend name:
-// cuda[-unfused|-floor|-datafloor|-copy|-move|-movearith|-mathfloor-[flat]bN|-opfloor-bN[-uU]|-cpu-run|
-// -cpu-launch]
+// cuda[-unfused|-floor|-datafloor|-copy|-move|-movearith|-mathfloor-[flat]bN|-chainfloor-bN|
+// -opfloor-bN[-uU]|-cpu-run|-cpu-launch]
 // [-hot][-pdl[-early]][-pt].
 std::string case_name(const GpuCase& c);
 

@@ -413,7 +413,9 @@ std::string case_name(const GpuCase& c) {
     case GpuKind::kCopy: n += "-copy"; break;
     case GpuKind::kMove: n += c.arith ? "-movearith" : "-move"; break;
     case GpuKind::kMathFloor:
-      n += std::string(c.op ? "-opfloor-b" : (c.flat ? "-mathfloor-flatb" : "-mathfloor-b")) +
+      n += std::string(c.op      ? "-opfloor-b"
+                       : c.chain ? "-chainfloor-b"
+                                 : (c.flat ? "-mathfloor-flatb" : "-mathfloor-b")) +
            std::to_string(c.block) + (c.units > 1 ? "-u" + std::to_string(c.units) : "");
       break;
     case GpuKind::kCpuRun: n += "-cpu-run"; break;

@@ -93,6 +93,9 @@ void print_help() {
       "op's arithmetic (-bN: blocks of N threads a token; -flatbN: one 1D grid).\n"
       "cuda-movearith (decode sizes): the move kernel with less arithmetic than the\n"
       "op needs (one cos/sin pair, scale folded in, as many units rotated).\n"
+      "cuda-chainfloor-bN (decode sizes, -hot, -pt too): the math floor behind the\n"
+      "floor's index chain (index entries, then cos/sin at the position; contiguous\n"
+      "output, no page look-up).\n"
       "cuda-opfloor-b128[-uU] (64-256 tokens, -hot too; larger sizes -uU): the op's\n"
       "whole work one unit (U units) a thread, with its own index entries, cos/sin at\n"
       "the position and destinations.\n"
@@ -421,6 +424,15 @@ void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
         flat.flat = true;
         register_cuda(s, nnz, flat);
       }
+    // The chain floor: the math floor behind the floor's index chain (both forms).
+    for (bool pt : {false, true})
+      for (bool hot : {false, true})
+        for (int block : {64, 128, 256}) {
+          GpuCase c = mk(GpuKind::kMathFloor, pt, hot, false, false);
+          c.block = block;
+          c.chain = true;
+          register_cuda(s, nnz, c);
+        }
     // The op floor from 64 tokens, where a call is the index chain followed by
     // one warp's arithmetic (perf/RESULTS.md).
     if (nnz >= 64)
