@@ -170,8 +170,9 @@ def opfloor_table(rows):
 def large_floor_table(rows):
     """Larger sizes, rotated: % of the copy ceiling of the fused op, the best math
     floor and the op floor with 1, 2 and 4 units a thread, both forms."""
-    print("| shape | nnz | form | fused | math floor (best) | op floor u1 | u2 | u4 |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| shape | nnz | form | fused | math floor (best) | chain floor (best) | op floor u1 "
+          "| u2 | u4 |")
+    print("|---|---|---|---|---|---|---|---|---|")
     pct = lambda name: rows[name].get("pct_of_copy") if name in rows else None
     for name in rows:
         parts = name.split("/")
@@ -184,9 +185,12 @@ def large_floor_table(rows):
         mf = [x for x in mf if x is not None]
         for pt in ("", "-pt"):
             ops = [pct(f"cuda-opfloor-b128{u}{pt}/{s}/{nnz}") for u in ("", "-u2", "-u4")]
+            ch = [pct(f"cuda-chainfloor-b{b}{pt}/{s}/{nnz}") for b in (128, 256)]
+            ch = [x for x in ch if x is not None]
             print(f"| {s} | {nnz.split(':')[1]} | {'pt' if pt else 'slot'} | "
                   f"{fmt(pct(f'cuda{pt}/{s}/{nnz}'), '.1f')} | "
                   f"{fmt(max(mf) if mf else None, '.1f')} | "
+                  f"{fmt(max(ch) if ch else None, '.1f')} | "
                   + " | ".join(fmt(x, ".1f") for x in ops) + " |")
 
 

@@ -93,7 +93,7 @@ void print_help() {
       "op's arithmetic (-bN: blocks of N threads a token; -flatbN: one 1D grid).\n"
       "cuda-movearith (decode sizes): the move kernel with less arithmetic than the\n"
       "op needs (one cos/sin pair, scale folded in, as many units rotated).\n"
-      "cuda-chainfloor-bN (decode sizes, -hot, -pt too): the math floor behind the\n"
+      "cuda-chainfloor-bN (-pt too; decode sizes -hot too): the math floor behind the\n"
       "floor's index chain (index entries, then cos/sin at the position; contiguous\n"
       "output, no page look-up).\n"
       "cuda-opfloor-b128[-uU] (64-256 tokens, -hot too; larger sizes -uU): the op's\n"
@@ -464,8 +464,15 @@ void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
         c.flat = true;
         register_cuda(s, nnz, c);
       }
-      for (bool pt : {false, true})
+      for (bool pt : {false, true}) {
         for (int units : {1, 2, 4}) register_cuda(s, nnz, op_floor(pt, false, units));
+        for (int block : {128, 256}) {
+          GpuCase c = mk(GpuKind::kMathFloor, pt, false, false, false);
+          c.block = block;
+          c.chain = true;
+          register_cuda(s, nnz, c);
+        }
+      }
       register_cuda(s, nnz, mk(GpuKind::kFused, false, false, true, true));
       register_cuda(s, nnz, mk(GpuKind::kFused, true, false, false, false));
     }
