@@ -433,6 +433,9 @@ ropekv::Result launch_math_floor(const ropekv::Arguments& a, DeviceProblem& dp, 
                              : "math floor kernel (flat grid: more than 2^31 units)",
                         cudaErrorInvalidConfiguration);
   if (c.chain) {
+    if (nnz > 65535)  // (a block row a token: gridDim.y)
+      return error_result("chain floor kernel (more than 65535 tokens)",
+                          cudaErrorInvalidConfiguration);
     const dim3 grid((unsigned(d.units) + block - 1) / block, unsigned(nnz));
     chain_floor_kernel<<<grid, block, 0, stream>>>(f, d, div, out, nnz);
     return launch_result("chain floor kernel");
