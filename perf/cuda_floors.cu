@@ -229,6 +229,22 @@ FloorParams floor_params(const ropekv::Arguments& a, const Shape& s) {
   return f;
 }
 
+// A unit's codes by the op's arithmetic (the library's element math, the lean
+// body's form), stored into the floors' contiguous output: its first half at
+// unit t * units + u, its second nnz * units units further.
+__device__ __forceinline__ void store_floor_codes(const ropekv::detail::ScaleDivisor& div,
+                                                  bool rotary, const uint4& a, const uint4& b,
+                                                  const float (&cv)[8], const float (&sv)[8],
+                                                  uint2* out, std::int64_t nnz, int units,
+                                                  std::int64_t t, int u) {
+  uint2 lo, hi;
+  ropekv::detail::gpu::encode_unit<ropekv::DType::kBFloat16, ropekv::DType::kFloat8E4M3FN, 0>(
+      ropekv::RopeStyle::kNeox, rotary, div, a, b, cv, sv, lo, hi);
+  const std::int64_t i = t * units + u;
+  __stcs(out + i, lo);
+  __stcs(out + nnz * units + i, hi);
+}
+
 // The math floor: the move floor with the op's arithmetic. A thread takes
 // unit u of token t's rows (the data floor's units); a rotary unit loads its
 // cos/sin values of row 0 before the PDL wait (as the early-index path may);
@@ -257,12 +273,7 @@ __device__ __forceinline__ void math_floor_unit(const float* cos_sin, const Data
   if (t >= gpu::kLateTriggerToken) gpu::dependents_launch();
   const uint4* x = d.in + t * d.in_units * 2;
   const uint4 a = __ldg(x + u), b = __ldg(x + d.in_units + u);
-  uint2 lo, hi;
-  gpu::encode_unit<ropekv::DType::kBFloat16, ropekv::DType::kFloat8E4M3FN, 0>(
-      ropekv::RopeStyle::kNeox, r.rotary, div, a, b, cv, sv, lo, hi);
-  const std::int64_t i = t * d.units + u;
-  __stcs(out + i, lo);
-  __stcs(out + nnz * d.units + i, hi);
+  store_floor_codes(div, r.rotary, a, b, cv, sv, out, nnz, d.units, t, u);
 }
 __global__ void math_floor_kernel(const float* cos_sin, const DataFloorParams d, int rotary,
                                   const ropekv::detail::ScaleDivisor div, uint2* out,
@@ -309,12 +320,7 @@ __global__ void chain_floor_kernel(const FloorParams f, const DataFloorParams d,
     gpu::load_unit_cos<ropekv::DType::kFloat32>(
         ropekv::RopeStyle::kNeox, unsigned(f.rotary / 2),
         reinterpret_cast<const char*>(f.cos_sin + pos * f.rotary), unsigned(r.sub), cv, sv);
-  uint2 lo, hi;
-  gpu::encode_unit<ropekv::DType::kBFloat16, ropekv::DType::kFloat8E4M3FN, 0>(
-      ropekv::RopeStyle::kNeox, r.rotary, div, a, b, cv, sv, lo, hi);
-  const std::int64_t i = t * d.units + u;
-  __stcs(out + i, lo);
-  __stcs(out + nnz * d.units + i, hi);
+  store_floor_codes(div, r.rotary, a, b, cv, sv, out, nnz, d.units, t, u);
 }
 
 // The op floor: the op's whole work in the plainest form a kernel can take,
