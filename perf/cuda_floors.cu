@@ -1,7 +1,6 @@
 // The reference kernels the perf suite times beside the op, and their launches: the floor, the
 // data floor, the move floor, the math floor, the chain floor and the op floor (GpuKind::kFloor,
-// kDataFloor,
-// kMove, kMathFloor; see cuda_perf.hpp).
+// kDataFloor, kMove, kMathFloor; see cuda_perf.hpp).
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -396,6 +396,13 @@ void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
     c.units = units;
     return c;
   };
+  // The chain floor (blocks of `block` threads a token).
+  auto chain_floor = [&](bool pt, bool hot, int block) {
+    GpuCase c = mk(GpuKind::kMathFloor, pt, hot, false, false);
+    c.block = block;
+    c.chain = true;
+    return c;
+  };
   const bool decode = nnz <= 256;
   if (decode && canonical) {
     for (bool pt : {false, true})
@@ -427,12 +434,7 @@ void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
     // The chain floor: the math floor behind the floor's index chain (both forms).
     for (bool pt : {false, true})
       for (bool hot : {false, true})
-        for (int block : {64, 128, 256}) {
-          GpuCase c = mk(GpuKind::kMathFloor, pt, hot, false, false);
-          c.block = block;
-          c.chain = true;
-          register_cuda(s, nnz, c);
-        }
+        for (int block : {64, 128, 256}) register_cuda(s, nnz, chain_floor(pt, hot, block));
     // The op floor from 64 tokens, where a call is the index chain followed by
     // one warp's arithmetic (perf/RESULTS.md).
     if (nnz >= 64)
@@ -466,12 +468,7 @@ void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
       }
       for (bool pt : {false, true}) {
         for (int units : {1, 2, 4}) register_cuda(s, nnz, op_floor(pt, false, units));
-        for (int block : {128, 256}) {
-          GpuCase c = mk(GpuKind::kMathFloor, pt, false, false, false);
-          c.block = block;
-          c.chain = true;
-          register_cuda(s, nnz, c);
-        }
+        for (int block : {128, 256}) register_cuda(s, nnz, chain_floor(pt, false, block));
       }
       register_cuda(s, nnz, mk(GpuKind::kFused, false, false, true, true));
       register_cuda(s, nnz, mk(GpuKind::kFused, true, false, false, false));
