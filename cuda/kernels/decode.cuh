@@ -280,9 +280,10 @@ __device__ __forceinline__ uint4 load_unit_input(const uint4* x) {
 // layout); beyond the token's (or part's, or role's) units, nothing.
 // kStyle >= 0: the lean body of that RopeStyle, which returns false, having
 // stored nothing, where a device scale needs IEEE division; -1: the general
-// body (always true). kStream: load_unit_input's.
+// body (always true). kStream: load_unit_input's. kAddressFirst: see the
+// padding test.
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm, std::uint32_t P,
-          int kStyle, bool kStream>
+          int kStyle, bool kStream, bool kAddressFirst>
 __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t w,
                                             std::int64_t t) {
   using S = ShapeOf<kR, kN, kDv>;
@@ -324,7 +325,17 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
   const float dev_scale = scale_ptr != nullptr ? *scale_ptr : 0.f;
   // 2. Not padding: kv_indptr[b] (page tables), the unit's inputs, its
   //    cos/sin (checked mode: position in range first), the page entry.
-  if (__builtin_expect(ix.key < 0, 0)) return true;
+  // kAddressFirst (the packed layout's 64-register kernels, whose threads
+  // find their part at run time): the input address joins the padding test,
+  // so that the part's parameter reads go out while the index entries are in
+  // flight, not after them; the plan's own test of the key then stays, and
+  // with it the slot's split into page and entry goes before the codes
+  // (faster both; in the other kernels it cost registers or stack, and with
+  // the key's sign assumed the split went back after the codes:
+  // perf/RESULTS.md). Device addresses are below 2^63.
+  const std::int64_t padding_test =
+      kAddressFirst ? ix.key | reinterpret_cast<std::int64_t>(x) : ix.key;
+  if (__builtin_expect(padding_test < 0, 0)) return true;
   const bool cache = P == kQueryRole ? false : (P == kCacheRole ? true : cache_part(r.part));
   // Page tables: kv_indptr[b] heads the longest chain. A query part's or
   // role's body skips the look-ups (the fixed forms are unchecked).
@@ -378,18 +389,21 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
 // part, and its lean bodies spilled), as has HIP
 // (kDecodeLeanBodies).
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm, std::uint32_t P,
-          bool kStream = false>
+          bool kStream = false, bool kAddressFirst = false>
 __device__ __forceinline__ void decode_body(const DecodeParams& p, std::uint32_t w,
                                             std::int64_t t) {
   constexpr int kNeox = int(RopeStyle::kNeox), kInterleaved = int(RopeStyle::kInterleaved);
   if constexpr (kDecodeLeanBodies && kForm != kIndexAny) {
     if (p.body == (kBodyLean | kNeox)) {
-      if (decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, kNeox, kStream>(p, w, t)) return;
+      if (decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, kNeox, kStream, kAddressFirst>(p, w, t))
+        return;
     } else if (p.body == (kBodyLean | kInterleaved)) {
-      if (decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, kInterleaved, kStream>(p, w, t)) return;
+      if (decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, kInterleaved, kStream, kAddressFirst>(
+              p, w, t))
+        return;
     }
   }
-  decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, -1, kStream>(p, w, t);
+  decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, -1, kStream, kAddressFirst>(p, w, t);
 }
 
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm,
@@ -399,7 +413,8 @@ __global__ void __launch_bounds__(kVecBlock, kMinBlocks) fused_decode_kernel(con
     const std::uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
     const std::int64_t t = blockIdx.y;
     if (t < kLateTriggerToken) dependents_launch();
-    decode_body<In, Out, Cos, kR, kN, kDv, kForm, kAnyPart>(p, u, t);
+    decode_body<In, Out, Cos, kR, kN, kDv, kForm, kAnyPart, false,
+                kMinBlocks == kDecodeFewMinBlocks>(p, u, t);
   } else {  // by role or by part: the warp's role or part (uniform), the thread's unit in it
     static_assert(kR > 0, "the warp-uniform layouts: specialised shapes");
     const std::int64_t t = blockIdx.y;
