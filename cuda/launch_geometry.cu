@@ -231,8 +231,8 @@ void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, bool by_part
   d.addressing = std::uint8_t(p.addressing);
   d.cos_row_bytes = p.cos_row_stride * p.cos.bytes;
   const DecodeLayout layout = decode_layout(g, std::uint32_t(p.num_q_heads), by_part);
-  d.warp_k = layout.warp_begin[kRotK];
-  d.warp_v = layout.warp_begin[kValue];
+  d.warp_k = by_part ? layout.warp_begin[kRotK] : g.rot_units;
+  d.warp_v = by_part ? layout.warp_begin[kValue] : std::uint32_t(p.num_q_heads);
   if (flat) {
     // Thread x's token (flat_divisor), the token count beside the shift
     // (decode_flat's bound: nnz < 2^24). By role (by_part): the query

@@ -112,9 +112,10 @@ enum : std::uint8_t { kBodyLean = 0, kBodyGeneral = 2 };
 // finish_plan) in the views index_view makes.
 struct DecodeParams {
   // The first line: what a token's first loads need (the bank's first line,
-  // read at every kernel's start, holds it too). Packed layout: units; by
-  // part: the first warps of the key and the value part (the query part's
-  // is 0).
+  // read at every kernel's start, holds it too). Packed layout: units, and
+  // in warp_k and warp_v copies of rot_units and num_q_heads (what a unit's
+  // part needs where the shape has no non-rotary parts); by part: the first
+  // warps of the key and the value part (the query part's is 0).
   const void* slot_mapping = nullptr;
   const void* positions = nullptr;
   const void* batch_indices = nullptr;
@@ -304,7 +305,16 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
     if (w >= p.part[P].units) return true;
   }
   UnitRef r;
-  if constexpr (P == kAnyPart) {
+  // kAddressFirst without non-rotary parts: the packed layout's boundaries
+  // from the first line's copies (fill_decode_shape), so that the part's line
+  // is read without waiting for the second line (which the padding test then
+  // reads: below).
+  constexpr bool kFirstLine = P == kAnyPart && kAddressFirst && kR > 0 && kN == 0;
+  if constexpr (kFirstLine) {
+    VecGeometry f = g;
+    f.rot_units = f.q_nope_end = f.k_nope_end = p.warp_k;
+    r = unit_ref<kR, kN, kDv>(f, p.warp_v, w);
+  } else if constexpr (P == kAnyPart) {
     r = unit_ref<kR, kN, kDv>(g, p.num_q_heads, w);
   } else if constexpr (kRole) {
     r = role_unit_ref<kR, kN, kDv, P>(g, p.num_q_heads, w);
@@ -333,8 +343,14 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
   // (faster both; in the other kernels it cost registers or stack, and with
   // the key's sign assumed the split went back after the codes:
   // perf/RESULTS.md). Device addresses are below 2^63.
+  // kFirstLine, fixed forms: the position joins it too (unchecked: a
+  // negative one is the caller's error, and its token is then skipped), so
+  // that its load goes out beside the key's, and the cos/sin row's byte
+  // stride (never negative), so that the second line is read before it.
   const std::int64_t padding_test =
-      kAddressFirst ? ix.key | reinterpret_cast<std::int64_t>(x) : ix.key;
+      kAddressFirst ? ix.key | reinterpret_cast<std::int64_t>(x) |
+                          (kFirstLine && kForm != kIndexAny ? ix.pos | p.cos_row_bytes : 0)
+                    : ix.key;
   if (__builtin_expect(padding_test < 0, 0)) return true;
   const bool cache = P == kQueryRole ? false : (P == kCacheRole ? true : cache_part(r.part));
   // Page tables: kv_indptr[b] heads the longest chain. A query part's or
