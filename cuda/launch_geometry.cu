@@ -231,6 +231,8 @@ void fill_decode_shape(const LaunchParams& p, const VecGeometry& g, bool by_part
   d.addressing = std::uint8_t(p.addressing);
   d.cos_row_bytes = p.cos_row_stride * p.cos.bytes;
   const DecodeLayout layout = decode_layout(g, std::uint32_t(p.num_q_heads), by_part);
+  // Packed: copies of the second line's rot_units and num_q_heads, which the
+  // 2D kernels of shapes without non-rotary parts read instead (kFirstLine).
   d.warp_k = by_part ? layout.warp_begin[kRotK] : g.rot_units;
   d.warp_v = by_part ? layout.warp_begin[kValue] : std::uint32_t(p.num_q_heads);
   if (flat) {
