@@ -96,6 +96,15 @@ __device__ __forceinline__ float4 load_readonly(const float4* p) { return __ldg(
 // leaves the L2 to the index arrays, the cos/sin rows and the cache lines being
 // written (the op floor and the flat layout at large launches: perf/RESULTS.md).
 __device__ __forceinline__ uint4 load_input(const uint4* p) { return __ldcs(p); }
+// Where `on`, fetches the line holding p into the L2 (no register, nothing
+// waits on it): for a load that must itself wait for a test (the decode
+// kernel's inputs). Predicated, not branched over, so that the compiler
+// keeps it ahead of that test.
+__device__ __forceinline__ void prefetch_l2(const void* p, bool on) {
+  asm volatile(
+      "{\n .reg .pred q;\n setp.ne.u32 q, %1, 0;\n @q prefetch.global.L2 [%0];\n}" ::"l"(p),
+      "r"(unsigned(on)));
+}
 
 // Asynchronous 16-byte copies from global to shared memory (cp.async,
 // sm_80+; L2 only): they hold no registers while in flight. A thread groups

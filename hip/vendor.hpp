@@ -66,6 +66,8 @@ __device__ __forceinline__ uint4 load_readonly(const uint4* p) { return *p; }
 __device__ __forceinline__ float4 load_readonly(const float4* p) { return *p; }
 // A q, k or v input vector (CUDA: evict-first; here a plain load, unmeasured).
 __device__ __forceinline__ uint4 load_input(const uint4* p) { return *p; }
+// An L2 prefetch (CUDA); none here (unmeasured on AMD GPUs).
+__device__ __forceinline__ void prefetch_l2(const void*, bool) {}
 
 // No asynchronous global-to-shared copy is used on AMD GPUs: the launcher
 // never picks the staged vector kernel (kAsyncCopy), and these plain

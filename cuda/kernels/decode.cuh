@@ -46,7 +46,9 @@ constexpr bool kDecodeFewBlocks = kR > 0 && kDecodeMinBlocks<kR, kN> == kDecodeM
 // wavefronts two of them share one: correct, not tuned).
 // A thread's loads go out in three steps, each as soon as what it depends on
 // has arrived:
-//   1. its token's index entries and, for a device scale, its part's scale;
+//   1. its token's index entries and, for a device scale, its part's scale
+//      (page tables, launches of at most kPrefetchThreads threads: with an
+//      L2 prefetch of its two input lines);
 //   2. once the index entries say the token is not padding: for a page
 //      table first kv_indptr[b] (the head of the longest chain: kv_indices
 //      follows it), then the unit's two input vectors and its cos/sin
@@ -68,6 +70,13 @@ constexpr bool kDecodeFewBlocks = kR > 0 && kDecodeMinBlocks<kR, kN> == kDecodeM
 // The start's test reads no parameter: one held the trigger up by a
 // constant-bank line miss.
 constexpr std::int64_t kLateTriggerToken = 32;
+// The warp-uniform page-table layouts (by part, by role) prefetch a unit's
+// input lines into the L2 before its padding test in launches of at most
+// this many threads: there the inputs' loads wait for the token's batch
+// index (the compiler keeps them behind the test), and a DRAM read then
+// follows that round trip; in larger launches, whose data stay in the L2,
+// the prefetches only cost issue slots (perf/RESULTS.md).
+constexpr std::uint64_t kPrefetchThreads = 65536;
 
 // One row part's parameters (kRotQ .. kValue), 64 bytes: one line of the
 // constant cache, so a warp's part costs it one line, fetched by the first
@@ -281,10 +290,10 @@ __device__ __forceinline__ uint4 load_unit_input(const uint4* x) {
 // layout); beyond the token's (or part's, or role's) units, nothing.
 // kStyle >= 0: the lean body of that RopeStyle, which returns false, having
 // stored nothing, where a device scale needs IEEE division; -1: the general
-// body (always true). kStream: load_unit_input's. kAddressFirst: see the
-// padding test.
+// body (always true). kStream: load_unit_input's. kAddressFirst, kPrefetch:
+// see the padding test.
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm, std::uint32_t P,
-          int kStyle, bool kStream, bool kAddressFirst>
+          int kStyle, bool kStream, bool kAddressFirst, bool kPrefetch>
 __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t w,
                                             std::int64_t t) {
   using S = ShapeOf<kR, kN, kDv>;
@@ -347,6 +356,16 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
   // negative one is the caller's error, and its token is then skipped), so
   // that its load goes out beside the key's, and the cos/sin row's byte
   // stride (never negative), so that the second line is read before it.
+  // kPrefetch (the 2D grid's warp-uniform page-table layouts): the input
+  // lines into the L2 before the test, in small launches (kPrefetchThreads;
+  // a padding token's rows may be read: docs/CONTRACT.md).
+  if (kPrefetch) {
+    // (& rather than &&: a branch here let the compiler put the test first.)
+    const bool on =
+        !p.early_indices & (std::uint64_t(gridDim.x) * gridDim.y * blockDim.x <= kPrefetchThreads);
+    prefetch_l2(x + r.sub, on);
+    prefetch_l2(x + half / 8 + r.sub, on);
+  }
   const std::int64_t padding_test =
       kAddressFirst ? ix.key | reinterpret_cast<std::int64_t>(x) |
                           (kFirstLine && kForm != kIndexAny ? ix.pos | p.cos_row_bytes : 0)
@@ -405,21 +424,22 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
 // part, and its lean bodies spilled), as has HIP
 // (kDecodeLeanBodies).
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm, std::uint32_t P,
-          bool kStream = false, bool kAddressFirst = false>
+          bool kStream = false, bool kAddressFirst = false, bool kPrefetch = false>
 __device__ __forceinline__ void decode_body(const DecodeParams& p, std::uint32_t w,
                                             std::int64_t t) {
   constexpr int kNeox = int(RopeStyle::kNeox), kInterleaved = int(RopeStyle::kInterleaved);
   if constexpr (kDecodeLeanBodies && kForm != kIndexAny) {
     if (p.body == (kBodyLean | kNeox)) {
-      if (decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, kNeox, kStream, kAddressFirst>(p, w, t))
+      if (decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, kNeox, kStream, kAddressFirst,
+                      kPrefetch>(p, w, t))
         return;
     } else if (p.body == (kBodyLean | kInterleaved)) {
-      if (decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, kInterleaved, kStream, kAddressFirst>(
-              p, w, t))
+      if (decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, kInterleaved, kStream, kAddressFirst,
+                      kPrefetch>(p, w, t))
         return;
     }
   }
-  decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, -1, kStream, kAddressFirst>(p, w, t);
+  decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, -1, kStream, kAddressFirst, kPrefetch>(p, w, t);
 }
 
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm,
@@ -440,18 +460,22 @@ __global__ void __launch_bounds__(kVecBlock, kMinBlocks) fused_decode_kernel(con
     // (The last block's warps past the token's: no unit.)
     if constexpr (kN > 0) {
       if (wi < p.warp_k)
-        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kQueryRole>(p, wi * 32 + lane, t);
+        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kQueryRole, false, false, true>(
+            p, wi * 32 + lane, t);
       else
-        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kCacheRole>(p, (wi - p.warp_k) * 32 + lane,
-                                                                  t);
+        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kCacheRole, false, false, true>(
+            p, (wi - p.warp_k) * 32 + lane, t);
     } else {
       static_assert(kDv > 0, "by part: shapes with a value part");
       if (wi < p.warp_k)
-        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kRotQ>(p, wi * 32 + lane, t);
+        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kRotQ, false, false, true>(p, wi * 32 + lane,
+                                                                                 t);
       else if (wi < p.warp_v)
-        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kRotK>(p, (wi - p.warp_k) * 32 + lane, t);
+        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kRotK, false, false, true>(
+            p, (wi - p.warp_k) * 32 + lane, t);
       else
-        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kValue>(p, (wi - p.warp_v) * 32 + lane, t);
+        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kValue, false, false, true>(
+            p, (wi - p.warp_v) * 32 + lane, t);
     }
   }
 }
