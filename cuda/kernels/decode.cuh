@@ -46,18 +46,16 @@ constexpr bool kDecodeFewBlocks = kR > 0 && kDecodeMinBlocks<kR, kN> == kDecodeM
 // wavefronts two of them share one: correct, not tuned).
 // A thread's loads go out in three steps, each as soon as what it depends on
 // has arrived:
-//   1. its token's index entries and, for a device scale, its part's scale
-//      (page tables, launches of at most kPrefetchThreads threads: with an
-//      L2 prefetch of its two input lines);
+//   1. its token's index entries and, for a device scale, its part's scale;
+//      its two input vectors too (a padding token's rows may be read):
+//      the 2D grid's packed layout loads them here, its page-table layouts
+//      prefetch them into the L2 (kInputs);
 //   2. once the index entries say the token is not padding: for a page
 //      table first kv_indptr[b] (the head of the longest chain: kv_indices
-//      follows it), then the unit's two input vectors and its cos/sin
-//      values (position), all at once; the page entry once kv_indptr[b]
-//      is in;
+//      follows it), then the unit's two input vectors (where step 1 did not
+//      load them) and its cos/sin values (position), all at once; the page
+//      entry once kv_indptr[b] is in;
 //   3. rotation, quantization and the two stores.
-// Loading the inputs in step 1 (a padding token's rows may be read) measured
-// slower (perf/RESULTS.md): their addresses' parameter reads hold up the
-// warp's in-order issue ahead of the cos/sin loads.
 // Without early_indices the kernel waits for the previous grid (PDL) before
 // step 1; with it, steps 1 and 2 but the input loads happen before the wait,
 // the input loads and the stores after it.
@@ -70,12 +68,14 @@ constexpr bool kDecodeFewBlocks = kR > 0 && kDecodeMinBlocks<kR, kN> == kDecodeM
 // The start's test reads no parameter: one held the trigger up by a
 // constant-bank line miss.
 constexpr std::int64_t kLateTriggerToken = 32;
-// The warp-uniform page-table layouts (by part, by role) prefetch a unit's
-// input lines into the L2 before its padding test in launches of at most
-// this many threads: there the inputs' loads wait for the token's batch
-// index (the compiler keeps them behind the test), and a DRAM read then
-// follows that round trip; in larger launches, whose data stay in the L2,
-// the prefetches only cost issue slots (perf/RESULTS.md).
+// Where a unit's input loads go (decode_unit's kInputs): after the padding
+// test; before it (the 2D packed layout, whose input address is ready
+// then: kAddressFirst); or after it, with an L2 prefetch of their lines
+// before it (the 2D page-table layouts, where the compiler keeps the loads
+// themselves behind the test), in launches of at most kPrefetchThreads
+// threads: in larger ones, whose data stay in the L2, the prefetches only
+// cost issue slots and L2 requests (perf/RESULTS.md).
+enum : int { kInputsAfterTest = 0, kInputsBeforeTest = 1, kInputsPrefetched = 2 };
 constexpr std::uint64_t kPrefetchThreads = 65536;
 
 // One row part's parameters (kRotQ .. kValue), 64 bytes: one line of the
@@ -290,10 +290,10 @@ __device__ __forceinline__ uint4 load_unit_input(const uint4* x) {
 // layout); beyond the token's (or part's, or role's) units, nothing.
 // kStyle >= 0: the lean body of that RopeStyle, which returns false, having
 // stored nothing, where a device scale needs IEEE division; -1: the general
-// body (always true). kStream: load_unit_input's. kAddressFirst, kPrefetch:
+// body (always true). kStream: load_unit_input's. kAddressFirst, kInputs:
 // see the padding test.
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm, std::uint32_t P,
-          int kStyle, bool kStream, bool kAddressFirst, bool kPrefetch>
+          int kStyle, bool kStream, bool kAddressFirst, int kInputs>
 __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t w,
                                             std::int64_t t) {
   using S = ShapeOf<kR, kN, kDv>;
@@ -356,10 +356,15 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
   // negative one is the caller's error, and its token is then skipped), so
   // that its load goes out beside the key's, and the cos/sin row's byte
   // stride (never negative), so that the second line is read before it.
-  // kPrefetch (the 2D grid's warp-uniform page-table layouts): the input
-  // lines into the L2 before the test, in small launches (kPrefetchThreads;
-  // a padding token's rows may be read: docs/CONTRACT.md).
-  if (kPrefetch) {
+  // kInputs: the inputs loaded, or their lines prefetched (small launches:
+  // kPrefetchThreads), before the test (a padding token's rows may be
+  // read: docs/CONTRACT.md); with early indices after the wait (below).
+  if constexpr (kInputs == kInputsBeforeTest) {
+    if (!p.early_indices) {
+      va = load_unit_input<kStream>(x + r.sub);
+      vb = load_unit_input<kStream>(x + half / 8 + r.sub);
+    }
+  } else if constexpr (kInputs == kInputsPrefetched) {
     // (& rather than &&: a branch here let the compiler put the test first.)
     const bool on =
         !p.early_indices & (std::uint64_t(gridDim.x) * gridDim.y * blockDim.x <= kPrefetchThreads);
@@ -376,7 +381,7 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
   // role's body skips the look-ups (the fixed forms are unchecked).
   const bool plan_needed = P == kAnyPart || kForm == kIndexAny || cache;
   const std::int64_t begin = plan_needed ? plan_begin(index_view<kForm>(p), ix) : 0;
-  if (!p.early_indices) {
+  if (kInputs != kInputsBeforeTest && !p.early_indices) {
     va = load_unit_input<kStream>(x + r.sub);
     vb = load_unit_input<kStream>(x + half / 8 + r.sub);
   }
@@ -424,22 +429,22 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
 // part, and its lean bodies spilled), as has HIP
 // (kDecodeLeanBodies).
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm, std::uint32_t P,
-          bool kStream = false, bool kAddressFirst = false, bool kPrefetch = false>
+          bool kStream = false, bool kAddressFirst = false, int kInputs = kInputsAfterTest>
 __device__ __forceinline__ void decode_body(const DecodeParams& p, std::uint32_t w,
                                             std::int64_t t) {
   constexpr int kNeox = int(RopeStyle::kNeox), kInterleaved = int(RopeStyle::kInterleaved);
   if constexpr (kDecodeLeanBodies && kForm != kIndexAny) {
     if (p.body == (kBodyLean | kNeox)) {
-      if (decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, kNeox, kStream, kAddressFirst,
-                      kPrefetch>(p, w, t))
+      if (decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, kNeox, kStream, kAddressFirst, kInputs>(
+              p, w, t))
         return;
     } else if (p.body == (kBodyLean | kInterleaved)) {
       if (decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, kInterleaved, kStream, kAddressFirst,
-                      kPrefetch>(p, w, t))
+                      kInputs>(p, w, t))
         return;
     }
   }
-  decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, -1, kStream, kAddressFirst, kPrefetch>(p, w, t);
+  decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, -1, kStream, kAddressFirst, kInputs>(p, w, t);
 }
 
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm,
@@ -450,7 +455,7 @@ __global__ void __launch_bounds__(kVecBlock, kMinBlocks) fused_decode_kernel(con
     const std::int64_t t = blockIdx.y;
     if (t < kLateTriggerToken) dependents_launch();
     decode_body<In, Out, Cos, kR, kN, kDv, kForm, kAnyPart, false,
-                kMinBlocks == kDecodeFewMinBlocks>(p, u, t);
+                kMinBlocks == kDecodeFewMinBlocks, kInputsBeforeTest>(p, u, t);
   } else {  // by role or by part: the warp's role or part (uniform), the thread's unit in it
     static_assert(kR > 0, "the warp-uniform layouts: specialised shapes");
     const std::int64_t t = blockIdx.y;
@@ -460,21 +465,21 @@ __global__ void __launch_bounds__(kVecBlock, kMinBlocks) fused_decode_kernel(con
     // (The last block's warps past the token's: no unit.)
     if constexpr (kN > 0) {
       if (wi < p.warp_k)
-        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kQueryRole, false, false, true>(
+        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kQueryRole, false, false, kInputsPrefetched>(
             p, wi * 32 + lane, t);
       else
-        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kCacheRole, false, false, true>(
+        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kCacheRole, false, false, kInputsPrefetched>(
             p, (wi - p.warp_k) * 32 + lane, t);
     } else {
       static_assert(kDv > 0, "by part: shapes with a value part");
       if (wi < p.warp_k)
-        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kRotQ, false, false, true>(p, wi * 32 + lane,
-                                                                                 t);
+        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kRotQ, false, false, kInputsPrefetched>(
+            p, wi * 32 + lane, t);
       else if (wi < p.warp_v)
-        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kRotK, false, false, true>(
+        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kRotK, false, false, kInputsPrefetched>(
             p, (wi - p.warp_k) * 32 + lane, t);
       else
-        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kValue, false, false, true>(
+        decode_body<In, Out, Cos, kR, kN, kDv, kForm, kValue, false, false, kInputsPrefetched>(
             p, (wi - p.warp_v) * 32 + lane, t);
     }
   }
