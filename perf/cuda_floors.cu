@@ -150,22 +150,24 @@ __global__ void data_floor_kernel(const FloorParams f, const DataFloorParams d) 
 // each token rotated (as many as the op rotates) by one cos/sin pair taken from
 // the parameters with the scale folded in (two products a value), the others
 // scaled by one product, all converted to e4m3fn by the hardware instruction;
-// with PDL it lets the next launch in as the decode kernel does (the first
-// kLateTriggerToken tokens' units at their start, the others once past the
-// wait), so that its PDL rows bound the fused kernel's with early indices.
+// with PDL it lets the next launch in as the decode kernel does: without
+// early indices the first kLateTriggerToken tokens' units at their start, the
+// others once past the wait; with them (kEarly: the -pdl-early rows) every
+// unit at its start, so that its PDL rows bound the fused kernel's PDL rows.
 struct MoveMath {
   ropekv::detail::gpu::FlatDivisor token;  // unit index -> token
   std::uint32_t units, rot_units;          // per token: units, units rotated
   float c, s, inv;                         // cos / scale, sin / scale, 1 / scale
 };
-template <bool Arith>
+template <bool Arith, bool kEarly>
 __global__ void move_kernel(const uint4* in, uint4* out, std::int64_t units, const MoveMath m) {
   namespace gpu = ropekv::detail::gpu;
   const std::int64_t u = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
   const std::uint32_t x = std::uint32_t(u), t = ROPEKV_FLAT_QUOTIENT(x, m.token);
-  if (!Arith || t < gpu::kLateTriggerToken) gpu::dependents_launch();
+  const bool late = Arith && !kEarly && t >= gpu::kLateTriggerToken;
+  if (!late) gpu::dependents_launch();
   gpu::dependency_wait();
-  if (Arith && t >= gpu::kLateTriggerToken) gpu::dependents_launch();
+  if (late) gpu::dependents_launch();
   if (u >= units) return;
   const uint4 a = __ldg(in + 2 * u), b = __ldg(in + 2 * u + 1);
   if constexpr (!Arith) {
@@ -252,11 +254,13 @@ __device__ __forceinline__ void store_floor_codes(const ropekv::detail::ScaleDiv
 // library's element math (the lean body's form), and two 8-byte stores into a
 // contiguous output. No index, no page look-up: what the arithmetic adds to
 // moving the bytes. With PDL it lets the next launch in as the decode kernel
-// does (kLateTriggerToken: a token's units at their start in the first 32
-// tokens, once past the wait in the others), so that its PDL rows bound the
-// fused kernel's with early indices. Two grids: block (x, t), thread i takes u = x *
+// does: without early indices a token's units at their start in the first
+// kLateTriggerToken tokens, once past the wait in the others; with them
+// (kEarly: the -pdl-early rows) every unit at its start; so that its PDL rows
+// bound the fused kernel's. Two grids: block (x, t), thread i takes u = x *
 // blockDim.x + i (math_floor_kernel), or thread x of a 1D grid takes unit x
 // of the tokens' units back to back, no idle lanes (math_floor_flat_kernel).
+template <bool kEarly>
 __device__ __forceinline__ void math_floor_unit(const float* cos_sin, const DataFloorParams& d,
                                                 int rotary, const ropekv::detail::ScaleDivisor& div,
                                                 uint2* out, std::int64_t nnz, int u,
@@ -269,27 +273,32 @@ __device__ __forceinline__ void math_floor_unit(const float* cos_sin, const Data
                                                 reinterpret_cast<const char*>(cos_sin),
                                                 unsigned(r.sub), cv, sv);
   gpu::dependency_wait();
-  if (t >= gpu::kLateTriggerToken) gpu::dependents_launch();
+  if (!kEarly && t >= gpu::kLateTriggerToken) gpu::dependents_launch();
   const uint4* x = d.in + t * d.in_units * 2;
   const uint4 a = __ldg(x + u), b = __ldg(x + d.in_units + u);
   store_floor_codes(div, r.rotary, a, b, cv, sv, out, nnz, d.units, t, u);
 }
+template <bool kEarly>
 __global__ void math_floor_kernel(const float* cos_sin, const DataFloorParams d, int rotary,
                                   const ropekv::detail::ScaleDivisor div, uint2* out,
                                   std::int64_t nnz) {
-  if (blockIdx.y < ropekv::detail::gpu::kLateTriggerToken) ropekv::detail::gpu::dependents_launch();
+  if (kEarly || blockIdx.y < ropekv::detail::gpu::kLateTriggerToken)
+    ropekv::detail::gpu::dependents_launch();
   const int u = int(blockIdx.x * blockDim.x + threadIdx.x);
   if (u >= d.units) return;
-  math_floor_unit(cos_sin, d, rotary, div, out, nnz, u, blockIdx.y);
+  math_floor_unit<kEarly>(cos_sin, d, rotary, div, out, nnz, u, blockIdx.y);
 }
+template <bool kEarly>
 __global__ void math_floor_flat_kernel(const float* cos_sin, const DataFloorParams d, int rotary,
                                        const ropekv::detail::ScaleDivisor div, uint2* out,
                                        std::int64_t nnz, const ropekv::detail::gpu::FlatDivisor q) {
   const std::uint32_t x = blockIdx.x * blockDim.x + threadIdx.x;
   const std::uint32_t t = ROPEKV_FLAT_QUOTIENT(x, q);
   if (t >= nnz) return;
-  if (t < ropekv::detail::gpu::kLateTriggerToken) ropekv::detail::gpu::dependents_launch();
-  math_floor_unit(cos_sin, d, rotary, div, out, nnz, int(x - t * std::uint32_t(d.units)), t);
+  if (kEarly || t < ropekv::detail::gpu::kLateTriggerToken)
+    ropekv::detail::gpu::dependents_launch();
+  math_floor_unit<kEarly>(cos_sin, d, rotary, div, out, nnz, int(x - t * std::uint32_t(d.units)),
+                          t);
 }
 
 // The chain floor: the math floor behind the floor's index chain. Block (x, t),
@@ -459,8 +468,12 @@ ropekv::Result launch_math_floor(const ropekv::Arguments& a, DeviceProblem& dp, 
                   &rotary,  const_cast<ropekv::detail::ScaleDivisor*>(&div),
                   &out,     &nnz,
                   &q};
-  const void* kernel = c.flat ? reinterpret_cast<const void*>(&math_floor_flat_kernel)
-                              : reinterpret_cast<const void*>(&math_floor_kernel);
+  const bool early = c.pdl && c.early;  // (the -pdl-early rows: every unit lets the next in)
+  const void* kernel = c.flat
+                           ? (early ? reinterpret_cast<const void*>(&math_floor_flat_kernel<true>)
+                                    : reinterpret_cast<const void*>(&math_floor_flat_kernel<false>))
+                           : (early ? reinterpret_cast<const void*>(&math_floor_kernel<true>)
+                                    : reinterpret_cast<const void*>(&math_floor_kernel<false>));
   const dim3 grid = c.flat ? dim3(unsigned((flat_units + block - 1) / block))
                            : dim3((unsigned(d.units) + block - 1) / block, unsigned(nnz));
   const cudaError_t e =
@@ -484,8 +497,10 @@ ropekv::Result launch_move(DeviceProblem& dp, int set, const GpuCase& c, cudaStr
   m.s = 0.6f * m.inv;
   constexpr unsigned kBlock = 128;
   void* args[] = {&in, &out, &units, &m};
-  const void* kernel = c.arith ? reinterpret_cast<const void*>(&move_kernel<true>)
-                               : reinterpret_cast<const void*>(&move_kernel<false>);
+  const void* kernel =
+      c.arith ? (c.pdl && c.early ? reinterpret_cast<const void*>(&move_kernel<true, true>)
+                                  : reinterpret_cast<const void*>(&move_kernel<true, false>))
+              : reinterpret_cast<const void*>(&move_kernel<false, false>);
   const cudaError_t e = ropekv::detail::gpu::launch(
       kernel, dim3(unsigned((units + kBlock - 1) / kBlock)), dim3(kBlock), 0, stream, c.pdl, args);
   const cudaError_t last = cudaGetLastError();  // (cleared either way)

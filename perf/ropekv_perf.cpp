@@ -93,6 +93,8 @@ void print_help() {
       "op's arithmetic (-bN: blocks of N threads a token; -flatbN: one 1D grid).\n"
       "cuda-movearith (decode sizes): the move kernel with less arithmetic than the\n"
       "op needs (one cos/sin pair, scale folded in, as many units rotated).\n"
+      "-pdl rows of the movearith and math floors let the next launch in as the fused\n"
+      "kernel does without early indices, -hot-pdl-early rows as it does with them.\n"
       "cuda-chainfloor-bN (-pt too; decode sizes -hot too): the math floor behind the\n"
       "floor's index chain (index entries, then cos/sin at the position; contiguous\n"
       "output, no page look-up).\n"
@@ -370,7 +372,8 @@ void register_cuda(const Shape& s, std::int64_t nnz, const GpuCase& c) {
 //    with its floor; unfused for slot mapping; a same-size copy (rotated
 //    and hot: what moving the op's bytes alone costs at that size) and the
 //    move floor (a kernel moving the q, k, v bytes) and the math floor (the
-//    same with the op's arithmetic), with and without PDL; from 64 tokens the
+//    same with the op's arithmetic), with and without PDL (hot, PDL: also with
+//    the early-index path's trigger); from 64 tokens the
 //    op floor in both forms, rotated and hot, without PDL;
 //  * larger sizes: slot mapping with and without PDL (and early indices),
 //    page table, unfused, same-size copy, and for the canonical shapes the
@@ -431,6 +434,22 @@ void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
         flat.flat = true;
         register_cuda(s, nnz, flat);
       }
+    // The arith and math floors letting the next launch in at every unit's start,
+    // as the fused kernel does with early indices (hot: that target's rows).
+    {
+      GpuCase arith = mk(GpuKind::kMove, false, true, true, true);
+      arith.arith = true;
+      register_cuda(s, nnz, arith);
+      for (int block : {64, 128, 256}) {
+        GpuCase c = mk(GpuKind::kMathFloor, false, true, true, true);
+        c.block = block;
+        register_cuda(s, nnz, c);
+      }
+      GpuCase flat = mk(GpuKind::kMathFloor, false, true, true, true);
+      flat.block = 128;
+      flat.flat = true;
+      register_cuda(s, nnz, flat);
+    }
     // The chain floor: the math floor behind the floor's index chain (both forms).
     for (bool pt : {false, true})
       for (bool hot : {false, true})
