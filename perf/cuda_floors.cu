@@ -92,6 +92,10 @@ struct DataFloorParams {
   std::int64_t in_units;  // 16-element units per input row (its stride)
   std::uint8_t* k_row;    // a key's cache row (its first byte)
   int units, head_units, rot_units, q_units, kv_units;  // per token / head row
+  // u / head_units as a product and a shift (ROPEKV_FLAT_QUOTIENT), as cheap as the
+  // fused kernel's compile-time divisions (a run-time division costs a floor that
+  // issues every unit's instructions about 20 more).
+  ropekv::detail::gpu::FlatDivisor head_div;
 };
 
 // Unit u of a token's rows: its row (q and k heads counted together, v heads
@@ -103,9 +107,9 @@ struct FloorUnit {
 __device__ __forceinline__ FloorUnit floor_unit(const DataFloorParams& d, int u) {
   FloorUnit r;
   r.v_row = u >= d.q_units + d.kv_units;
-  const int vu = u - d.q_units - d.kv_units;
-  r.row = r.v_row ? vu / d.head_units : u / d.head_units;
-  r.sub = r.v_row ? vu - r.row * d.head_units : u - r.row * d.head_units;
+  const int vu = r.v_row ? u - d.q_units - d.kv_units : u;
+  r.row = int(ROPEKV_FLAT_QUOTIENT(vu, d.head_div));
+  r.sub = vu - r.row * d.head_units;
   r.rotary = !r.v_row && r.sub < d.rot_units;
   return r;
 }
@@ -403,6 +407,7 @@ DataFloorParams data_floor_params(const ropekv::Arguments& a, const Shape& s, co
   d.q_units = int(s.hq) * d.head_units;
   d.kv_units = int(s.hk) * d.head_units;
   d.units = d.q_units + d.kv_units + f.v_rows * int(s.v_dim / 16);
+  d.head_div = ropekv::detail::gpu::flat_divisor(std::uint32_t(d.head_units));
   return d;
 }
 
