@@ -236,18 +236,20 @@ FloorParams floor_params(const ropekv::Arguments& a, const Shape& s) {
 
 // A unit's codes by the op's arithmetic (the library's element math, the lean
 // body's form), stored into the floors' contiguous output: its first half at
-// unit t * units + u, its second nnz * units units further.
+// unit t * units + u, its second nnz * units units further (where `write`).
 __device__ __forceinline__ void store_floor_codes(const ropekv::detail::ScaleDivisor& div,
                                                   bool rotary, const uint4& a, const uint4& b,
                                                   const float (&cv)[8], const float (&sv)[8],
                                                   uint2* out, std::int64_t nnz, int units,
-                                                  std::int64_t t, int u) {
+                                                  std::int64_t t, int u, bool write = true) {
   uint2 lo, hi;
   ropekv::detail::gpu::encode_unit<ropekv::DType::kBFloat16, ropekv::DType::kFloat8E4M3FN, 0>(
       ropekv::RopeStyle::kNeox, rotary, div, a, b, cv, sv, lo, hi);
   const std::int64_t i = t * units + u;
-  __stcs(out + i, lo);
-  __stcs(out + nnz * units + i, hi);
+  if (write) {
+    __stcs(out + i, lo);
+    __stcs(out + nnz * units + i, hi);
+  }
 }
 
 // The math floor: the move floor with the op's arithmetic. A thread takes
@@ -307,10 +309,10 @@ __global__ void math_floor_flat_kernel(const float* cos_sin, const DataFloorPara
 
 // The chain floor: the math floor behind the floor's index chain. Block (x, t),
 // thread i takes unit u = x * blockDim.x + i of token t (math_floor_kernel's
-// grid): its two input vectors first (cached, as the math floor's: they do not
-// depend on the index), then the token's index entries (floor_token: slot and
-// position, or batch index and position), then, not padding, its cos/sin at
-// the position; the op's arithmetic and two 8-byte stores into a contiguous
+// grid): its two input vectors (cached, as the math floor's: they do not
+// depend on the index) with the token's index entries (floor_token: slot and
+// position, or batch index and position), then its cos/sin at the position;
+// the op's arithmetic and, not padding, two 8-byte stores into a contiguous
 // output. What every version of the op does for its query units (no page
 // look-up, no cache address): a decode row slower than a mark where this row
 // already is, is beyond the device by measurement.
@@ -325,14 +327,17 @@ __global__ void chain_floor_kernel(const FloorParams f, const DataFloorParams d,
   const uint4 a = __ldg(x + u), b = __ldg(x + d.in_units + u);
   std::int64_t key, pos;
   floor_token(f, t, &key, &pos);
-  if (key < 0) return;
+  // No branch on padding before the stores: behind one the compiler sinks the
+  // input loads past the index round trip (the op keeps them before it).
+  const bool write = key >= 0;
+  if (!write) pos = 0;
   const FloorUnit r = floor_unit(d, u);
   float cv[8] = {}, sv[8] = {};
   if (r.rotary)
     gpu::load_unit_cos<ropekv::DType::kFloat32>(
         ropekv::RopeStyle::kNeox, unsigned(f.rotary / 2),
         reinterpret_cast<const char*>(f.cos_sin + pos * f.rotary), unsigned(r.sub), cv, sv);
-  store_floor_codes(div, r.rotary, a, b, cv, sv, out, nnz, d.units, t, u);
+  store_floor_codes(div, r.rotary, a, b, cv, sv, out, nnz, d.units, t, u, write);
 }
 
 // The op floor: the op's whole work in the plainest form a kernel can take,
