@@ -418,38 +418,28 @@ void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
       register_cuda(s, nnz, mk(GpuKind::kUnfused, false, hot, false, false));
     for (bool hot : {false, true})
       register_cuda(s, nnz, mk(GpuKind::kCopy, false, hot, false, false));
-    for (bool hot : {false, true})
-      for (bool pdl : {false, true}) {
-        register_cuda(s, nnz, mk(GpuKind::kMove, false, hot, pdl, false));
-        GpuCase arith = mk(GpuKind::kMove, false, hot, pdl, false);
-        arith.arith = true;
-        register_cuda(s, nnz, arith);
-        for (int block : {64, 128, 256}) {
-          GpuCase c = mk(GpuKind::kMathFloor, false, hot, pdl, false);
-          c.block = block;
-          register_cuda(s, nnz, c);
-        }
-        GpuCase flat = mk(GpuKind::kMathFloor, false, hot, pdl, false);
-        flat.block = 128;
-        flat.flat = true;
-        register_cuda(s, nnz, flat);
-      }
-    // The arith and math floors letting the next launch in at every unit's start,
-    // as the fused kernel does with early indices (hot: that target's rows).
-    {
-      GpuCase arith = mk(GpuKind::kMove, false, true, true, true);
+    // The arith and math floors (early, with PDL: every unit lets the next launch
+    // in at its start, as the fused kernel does with early indices).
+    auto arith_math_floors = [&](bool hot, bool pdl, bool early) {
+      GpuCase arith = mk(GpuKind::kMove, false, hot, pdl, early);
       arith.arith = true;
       register_cuda(s, nnz, arith);
       for (int block : {64, 128, 256}) {
-        GpuCase c = mk(GpuKind::kMathFloor, false, true, true, true);
+        GpuCase c = mk(GpuKind::kMathFloor, false, hot, pdl, early);
         c.block = block;
         register_cuda(s, nnz, c);
       }
-      GpuCase flat = mk(GpuKind::kMathFloor, false, true, true, true);
+      GpuCase flat = mk(GpuKind::kMathFloor, false, hot, pdl, early);
       flat.block = 128;
       flat.flat = true;
       register_cuda(s, nnz, flat);
-    }
+    };
+    for (bool hot : {false, true})
+      for (bool pdl : {false, true}) {
+        register_cuda(s, nnz, mk(GpuKind::kMove, false, hot, pdl, false));
+        arith_math_floors(hot, pdl, false);
+      }
+    arith_math_floors(true, true, true);  // (hot: that target's rows)
     // The chain floor: the math floor behind the floor's index chain (both forms).
     for (bool pt : {false, true})
       for (bool hot : {false, true})
