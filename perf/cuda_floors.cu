@@ -278,7 +278,14 @@ __device__ __forceinline__ void math_floor_unit(const float* cos_sin, const Data
     gpu::load_unit_cos<ropekv::DType::kFloat32>(ropekv::RopeStyle::kNeox, unsigned(rotary / 2),
                                                 reinterpret_cast<const char*>(cos_sin),
                                                 unsigned(r.sub), cv, sv);
-  gpu::dependency_wait();
+  // The cos/sin values read before the wait, as the fused kernel's early path
+  // reads them: in straight-line code the assembler moved these read-only loads
+  // past it. Behind a branch (nnz > 0 always) they stay before it in the -pdl
+  // kernels; the early-trigger kernels still moved them, so there the branch
+  // tests the values (cos and sin lie in [-1, 1]: always taken), which holds
+  // the wait until they are in.
+  const bool wait = kEarly ? cv[0] + cv[4] + sv[0] + sv[4] < 8.0f : nnz > 0;
+  if (wait) gpu::dependency_wait();
   if (!kEarly && t >= gpu::kLateTriggerToken) gpu::dependents_launch();
   const uint4* x = d.in + t * d.in_units * 2;
   const uint4 a = __ldg(x + u), b = __ldg(x + d.in_units + u);
