@@ -64,6 +64,9 @@ __device__ __forceinline__ void store_streaming(uint2* p, uint2 v) { *p = v; }
 __device__ __forceinline__ uint2 load_readonly(const uint2* p) { return *p; }
 __device__ __forceinline__ uint4 load_readonly(const uint4* p) { return *p; }
 __device__ __forceinline__ float4 load_readonly(const float4* p) { return *p; }
+// A q, k or v input vector read after a PDL wait (CUDA: not the read-only
+// path); a plain load.
+__device__ __forceinline__ uint4 load_coherent(const uint4* p) { return *p; }
 // A q, k or v input vector (CUDA: evict-first; here a plain load, unmeasured).
 __device__ __forceinline__ uint4 load_input(const uint4* p) { return *p; }
 // An L2 prefetch (CUDA); none here (unmeasured on AMD GPUs).

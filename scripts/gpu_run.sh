@@ -54,6 +54,8 @@ echo "== SASS: 128-bit global loads in the vector kernels"
 sass=$(mktemp)  # kept out of OUTDIR: the device tool returns at most 8 files
 cuobjdump --dump-sass "$B/libropekv.a" >"$sass" 2>&1 || true
 echo "LDG.E.128: $(grep -c 'LDG.E.128' "$sass"), LDG.E.64: $(grep -c 'LDG.E.64' "$sass"), STG.E.64: $(grep -c 'STG.E.64' "$sass"), F2FP (cvt fp8): $(grep -c 'F2FP' "$sass")"
+echo "== SASS: no input load before a PDL wait"
+python3 scripts/pdl_sass_check.py <"$sass" || rc=1
 
 echo "== perf"
 "$B/perf/ropekv_perf" --benchmark_filter="$filter" --benchmark_out="$out/perf.json" \

@@ -275,11 +275,16 @@ __device__ __forceinline__ UnitRef role_unit_ref(const VecGeometry& g, std::uint
 // (kStream: launches whose bytes exceed the L2, so that it keeps the index
 // arrays, cos/sin rows and cache lines), else read-only cached (evict-first
 // measured slower in the 2D grid at 1-8 tokens, and a run-time choice
-// between the two slower in the flat layout: perf/RESULTS.md).
-template <bool kStream>
+// between the two slower in the flat layout: perf/RESULTS.md). kAfterWait:
+// the early-index path's loads, which follow the PDL wait in the middle of
+// the kernel: coherent (load_coherent), as the assembler moved a read-only
+// load above that wait (the other paths wait at the kernel's start).
+template <bool kStream, bool kAfterWait = false>
 __device__ __forceinline__ uint4 load_unit_input(const uint4* x) {
   if constexpr (kStream) {
     return load_input(x);
+  } else if constexpr (kAfterWait) {
+    return load_coherent(x);
   } else {
     return load_readonly(x);
   }
@@ -409,8 +414,8 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
   }
   if (p.early_indices) {
     dependency_wait();
-    va = load_unit_input<kStream>(x + r.sub);
-    vb = load_unit_input<kStream>(x + half / 8 + r.sub);
+    va = load_unit_input<kStream, true>(x + r.sub);
+    vb = load_unit_input<kStream, true>(x + half / 8 + r.sub);
   }
   // 3. The codes, then the address (a page-table entry may still be in
   //    flight while they are computed), then the stores.
