@@ -93,10 +93,11 @@ __device__ __forceinline__ uint2 load_readonly(const uint2* p) { return __ldg(p)
 __device__ __forceinline__ uint4 load_readonly(const uint4* p) { return __ldg(p); }
 __device__ __forceinline__ float4 load_readonly(const float4* p) { return __ldg(p); }
 // A q, k or v input vector read after a PDL wait that is not at the kernel's
-// start: a coherent load. The read-only path's (ld.global.nc: for data no
-// grid writes while this one runs) the assembler moved above such a wait
-// (perf/RESULTS.md), where the previous grid may still be writing the data.
-__device__ __forceinline__ uint4 load_coherent(const uint4* p) { return *p; }
+// start: a coherent load (cached in the L2 only). The read-only path's
+// (ld.global.nc: for data no grid writes while this one runs) the assembler
+// moved above such a wait, where the previous grid may still be writing the
+// data; a plain load cost a flat kernel 8 bytes of stack (perf/RESULTS.md).
+__device__ __forceinline__ uint4 load_coherent(const uint4* p) { return __ldcg(p); }
 // A q, k or v input vector read evict-first (streaming: it is read once), which
 // leaves the L2 to the index arrays, the cos/sin rows and the cache lines being
 // written (the op floor and the flat layout at large launches: perf/RESULTS.md).
