@@ -234,6 +234,24 @@ void expect_identical(const Outputs& got, const Outputs& want, const char* what)
   EXPECT_TRUE(got.v == want.v) << what << ": V cache differs from the host backend";
 }
 
+// The producer, then the call a (tweaked; its kernel warmed up first), in
+// stream order on a stream of its own; its outputs against the host backend's.
+void produce_call_check(Arguments a, DevicePdl& dp, bool page_table, void (*tweak)(Arguments&),
+                        const std::string& what) {
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  if (tweak != nullptr) tweak(a);
+  a.stream = s;
+  warm_up(a, dp);
+  CUDA_OK(dp.produce(s));
+  const Result r = run(a, Backend::kCuda);
+  ASSERT_TRUE(r.ok()) << r.message;
+  CUDA_OK(cudaStreamSynchronize(s));
+  CUDA_OK(cudaGetLastError());
+  expect_identical(dp.download(), host_reference(dp.pb, page_table, tweak), what.c_str());
+  cudaStreamDestroy(s);
+}
+
 // Producer then call, in stream order, for both addressing forms, with and
 // without early indices, a decode batch of fewer tokens than
 // kLateTriggerToken and one of more (without early indices, the decode
@@ -249,21 +267,11 @@ TEST(CudaPdl, CallsSeeTheProducersInputs) {
       PdlProblem pb(nnz, unsigned(nnz) + (page_table ? 1u : 0u));
       DevicePdl dp(pb);
       dp.reset();
-      cudaStream_t s;
-      CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-      Arguments a = make_args(pb, dp.b, page_table, nnz != 200, early);
-      a.stream = s;
-      warm_up(a, dp);
-      CUDA_OK(dp.produce(s));
-      const Result r = run(a, Backend::kCuda);
-      ASSERT_TRUE(r.ok()) << r.message;
-      CUDA_OK(cudaStreamSynchronize(s));
-      CUDA_OK(cudaGetLastError());
       const std::string what = "nnz " + std::to_string(nnz) +
                                (page_table ? " page table" : " slots") +
                                (early ? ", early indices" : ", PDL alone");
-      expect_identical(dp.download(), host_reference(pb, page_table), what.c_str());
-      cudaStreamDestroy(s);
+      produce_call_check(make_args(pb, dp.b, page_table, nnz != 200, early), dp, page_table,
+                         nullptr, what);
     }
   }
 }
@@ -293,22 +301,11 @@ TEST(CudaPdl, EarlyIndicesInEveryBody) {
           PdlProblem pb(nnz, unsigned(nnz) + (page_table ? 3u : 4u));
           DevicePdl dp(pb);
           dp.reset();
-          cudaStream_t s;
-          CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-          Arguments a = make_args(pb, dp.b, page_table, device_scales);
-          body.tweak(a);
-          a.stream = s;
-          warm_up(a, dp);
-          CUDA_OK(dp.produce(s));
-          const Result r = run(a, Backend::kCuda);
-          ASSERT_TRUE(r.ok()) << r.message;
-          CUDA_OK(cudaStreamSynchronize(s));
-          CUDA_OK(cudaGetLastError());
           const std::string what = "nnz " + std::to_string(nnz) +
                                    (page_table ? " page table, " : " slots, ") + body.name +
                                    (device_scales ? ", device q/k scales" : ", host scales");
-          expect_identical(dp.download(), host_reference(pb, page_table, body.tweak), what.c_str());
-          cudaStreamDestroy(s);
+          produce_call_check(make_args(pb, dp.b, page_table, device_scales), dp, page_table,
+                             body.tweak, what);
         }
 }
 
