@@ -50,10 +50,8 @@ def us(rows, name):
 
 def best(rows, kind, suffix, shape, n):
     """The fastest of a floor's rows over its grids and block sizes (kind-[flat]bN + suffix)."""
-    t = [us(rows, f"{kind}-{g}b{b}{suffix}/{shape}/nnz:{n}")
-         for g in ("", "flat") for b in (64, 128, 256)]
-    t = [x for x in t if x is not None]
-    return min(t) if t else None
+    return lowest(*(us(rows, f"{kind}-{g}b{b}{suffix}/{shape}/nnz:{n}")
+                    for g in ("", "flat") for b in (64, 128, 256)))
 
 
 def lowest(*values):

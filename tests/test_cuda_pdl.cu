@@ -236,8 +236,9 @@ void expect_identical(const Outputs& got, const Outputs& want, const char* what)
 
 // The producer, then the call a (tweaked; its kernel warmed up first), in
 // stream order on a stream of its own; its outputs against the host backend's.
-void produce_call_check(Arguments a, DevicePdl& dp, bool page_table, void (*tweak)(Arguments&),
+void produce_call_check(Arguments a, DevicePdl& dp, void (*tweak)(Arguments&),
                         const std::string& what) {
+  const bool page_table = a.cache_index.form == Addressing::kPageTable;
   cudaStream_t s;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   if (tweak != nullptr) tweak(a);
@@ -270,8 +271,7 @@ TEST(CudaPdl, CallsSeeTheProducersInputs) {
       const std::string what = "nnz " + std::to_string(nnz) +
                                (page_table ? " page table" : " slots") +
                                (early ? ", early indices" : ", PDL alone");
-      produce_call_check(make_args(pb, dp.b, page_table, nnz != 200, early), dp, page_table,
-                         nullptr, what);
+      produce_call_check(make_args(pb, dp.b, page_table, nnz != 200, early), dp, nullptr, what);
     }
   }
 }
@@ -304,8 +304,7 @@ TEST(CudaPdl, EarlyIndicesInEveryBody) {
           const std::string what = "nnz " + std::to_string(nnz) +
                                    (page_table ? " page table, " : " slots, ") + body.name +
                                    (device_scales ? ", device q/k scales" : ", host scales");
-          produce_call_check(make_args(pb, dp.b, page_table, device_scales), dp, page_table,
-                             body.tweak, what);
+          produce_call_check(make_args(pb, dp.b, page_table, device_scales), dp, body.tweak, what);
         }
 }
 
