@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Markdown tables of a ropekv_perf JSON file (GPU rows) for perf/RESULTS.md.
 
-Usage: python3 perf/decode_tables.py results/perf.json
+Usage: python3 perf/decode_tables.py results/perf.json [--bare results/bare.json]
 
 1. Decode (nnz <= 256): per shape, token count and addressing form, the floor of
    the dependent-load chain, the data floor (that chain moving every byte of
@@ -25,6 +25,11 @@ Usage: python3 perf/decode_tables.py results/perf.json
    indices at most 1.3 µs hot; each row met, beyond the device (a kernel doing less
    than the op, measured in the same run, already past the mark and no slower than
    the op's row) or missed.
+
+--bare: the fused decode rows of the bare kernels (preset cuda-bare: the library's
+kernels with their loads and stores and no arithmetic; scripts/gpu_run.sh writes
+bare.json beside perf.json in the same device call): a table of them against the
+fused rows, and one more bound per row in 6.
 """
 import collections
 import json
@@ -228,6 +233,7 @@ def cpu_table(rows):
 
 MARK_X_FLOOR = 1.15  # fused / floor without PDL
 MARK_EARLY_US = 1.3  # PDL + early indices, hot
+BARE = "bare kernel"  # the bound of --bare's rows
 
 
 def decode_rows(rows):
@@ -236,12 +242,35 @@ def decode_rows(rows):
             if f"cuda{pt}/{s}/nnz:{n}" in rows]
 
 
-def status_table(rows):
+def bare_table(rows, bare):
+    """Decode rows: the fused op and the bare kernels (no arithmetic), x floor, and
+    bare / fused, without PDL (rotated, hot) and hot with PDL + early indices."""
+    print("| shape | nnz | addressing | fused rot / hot (x floor) | bare rot / hot (x floor) "
+          "| bare / fused rot / hot | PDL + early hot: fused / bare |")
+    print("|---|---|---|---|---|---|---|")
+    ratio = lambda a, b: a / b if a and b else None
+    for s, n, pt in decode_rows(rows):
+        key = lambda kind: f"{kind}{pt}/{s}/nnz:{n}"
+        fr, fh = us(rows, key("cuda-floor")), us(rows, key("cuda-floor-hot"))
+        r, h = us(rows, key("cuda")), us(rows, key("cuda-hot"))
+        br, bh = us(bare, key("cuda")), us(bare, key("cuda-hot"))
+        e, be = us(rows, key("cuda-hot-pdl-early")), us(bare, key("cuda-hot-pdl-early"))
+        if br is None and bh is None:
+            continue
+        print(f"| {s} | {n} | {'page table' if pt else 'slot mapping'} | "
+              f"{fmt(r)} / {fmt(h)} ({fmt(ratio(r, fr))} / {fmt(ratio(h, fh))}) | "
+              f"{fmt(br)} / {fmt(bh)} ({fmt(ratio(br, fr))} / {fmt(ratio(bh, fh))}) | "
+              f"{fmt(ratio(br, r), '.3f')} / {fmt(ratio(bh, h), '.3f')} | {fmt(e)} / {fmt(be)} |")
+
+
+def status_table(rows, bare=None):
     """Per decode row and target: met, beyond (which bound) or missed. A bound is a
     kernel of the same run doing less than the op: without PDL the move, math and
     arith floors (no index chain); with PDL + early indices the move, arith and math
     floors with PDL (they wait before loading q, k, v as the op must; the math floor
-    loads its cos/sin before the wait as the op may), each at its faster trigger."""
+    loads its cos/sin before the wait as the op may), each at its faster trigger;
+    with bare rows (same device call) the bare kernel of the row, for both targets."""
+    bare = bare or {}
     counts = collections.Counter()
     lines = []
     for s, n, pt in decode_rows(rows):
@@ -254,25 +283,32 @@ def status_table(rows):
             bounds = {"move floor": us(rows, f"cuda-move{hot}/{s}/nnz:{n}"),
                       "math floor": best(rows, "cuda-mathfloor", hot, s, n),
                       "arith floor": us(rows, f"cuda-movearith{hot}/{s}/nnz:{n}"),
-                      "chain floor": best(rows, "cuda-chainfloor", hot + pt, s, n)}
+                      "chain floor": best(rows, "cuda-chainfloor", hot + pt, s, n),
+                      BARE: us(bare, f"cuda{hot}{pt}/{s}/nnz:{n}")}
             verdict = classify(fused / floor, {k: v / floor for k, v in bounds.items() if v},
                                MARK_X_FLOOR)
             counts[("x floor", verdict[0])] += 1
+            counts[("x floor", "bare only")] += verdict[1].startswith("beyond: only " + BARE)
             lines.append(f"| x floor | {s} | {n} | {form} | {temp} | {fused / floor:.2f} | "
                          f"{verdict[1]} |")
         early = us(rows, f"cuda-hot-pdl-early{pt}/{s}/nnz:{n}")
         if early is not None:
             bounds = {"move floor + PDL": us(rows, f"cuda-move-hot-pdl/{s}/nnz:{n}"),
                       "arith floor + PDL": hot_pdl_floor(rows, "cuda-movearith", s, n),
-                      "math floor + PDL": hot_pdl_floor(rows, "cuda-mathfloor", s, n)}
+                      "math floor + PDL": hot_pdl_floor(rows, "cuda-mathfloor", s, n),
+                      BARE + " + PDL + early": us(bare, f"cuda-hot-pdl-early{pt}/{s}/nnz:{n}")}
             verdict = classify(early, {k: v for k, v in bounds.items() if v}, MARK_EARLY_US)
             counts[("early", verdict[0])] += 1
+            counts[("early", "bare only")] += verdict[1].startswith("beyond: only " + BARE)
             lines.append(f"| PDL + early µs | {s} | {n} | {form} | hot | {early:.2f} | "
                          f"{verdict[1]} |")
     for target, label in (("x floor", f"at most {MARK_X_FLOOR}x the floor (no PDL)"),
                           ("early", f"PDL + early indices at most {MARK_EARLY_US} µs hot")):
+        only = counts[(target, "bare only")]
         print(f"- {label}: met {counts[(target, 'met')]}, "
-              f"beyond the device {counts[(target, 'beyond')]}, missed {counts[(target, 'missed')]}")
+              f"beyond the device {counts[(target, 'beyond')]}"
+              + (f" ({only} of them by the bare kernel alone)" if bare else "")
+              + f", missed {counts[(target, 'missed')]}")
     print("\n| target | shape | nnz | addressing | buffers | value | verdict |")
     print("|---|---|---|---|---|---|---|")
     for line in lines:
@@ -286,14 +322,21 @@ def classify(value, bounds, mark):
     if value <= mark:
         return "met", "met"
     past = {k: v for k, v in bounds.items() if mark < v <= value}
-    if past:
-        k = max(past, key=past.get)
+    floors = [k for k in past if not k.startswith(BARE)]
+    if floors:
+        k = max(floors, key=past.get)
         return "beyond", f"beyond: {k} {past[k]:.2f}"
+    if past:  # the library's own kernels without their arithmetic, and no floor
+        k = max(past, key=past.get)
+        return "beyond", f"beyond: only {k} {past[k]:.2f}"
     return "missed", "missed" + "".join(f", {k} {v:.2f}" for k, v in sorted(bounds.items()))
 
 
 def main(argv):
-    if len(argv) != 2:
+    bare = None
+    if len(argv) == 4 and argv[2] == "--bare":
+        bare = load(argv[3])
+    elif len(argv) != 2:
         print(__doc__.strip(), file=sys.stderr)
         return 2
     rows = load(argv[1])
@@ -309,8 +352,11 @@ def main(argv):
     large_floor_table(rows)
     print("\n### CPU time per call\n")
     cpu_table(rows)
+    if bare:
+        print("\n### The bare kernels (no arithmetic) at decode sizes\n")
+        bare_table(rows, bare)
     print("\n### Decode targets by row\n")
-    status_table(rows)
+    status_table(rows, bare)
     return 0
 
 

@@ -3,7 +3,8 @@
 # the CUDA test suite, the multi-device tests (CudaMultiDevice, in a process
 # of their own: their first calls must be the process's first; they skip,
 # saying so, below two GPUs), compute-sanitizer memcheck (multi-device tests
-# included) + racecheck, the SASS load width check and the perf suite.
+# included) + racecheck, the SASS load width check and the perf suite, and
+# (where build/gpu/cuda-bare was carried) the bare kernels' decode rows.
 # Everything lands under OUTDIR.
 # Usage: bash scripts/gpu_run.sh OUTDIR [perf-filter] [sanitize: 0|1]
 set -uo pipefail
@@ -62,4 +63,16 @@ echo "== perf"
   --benchmark_out_format=json >"$out/perf.txt" 2>"$out/perf.err" || rc=1
 python3 perf/summary.py "$out/perf.json" | tee "$out/summary.txt"
 tail -5 "$out/perf.err"
+
+# The bare kernels (preset cuda-bare: the same kernels without their arithmetic,
+# wrong output) on the fused decode rows, a bound that perf/decode_tables.py
+# --bare reads beside perf.json; only where that build was carried.
+bare=${ROPEKV_GPU_BARE:-build/gpu/cuda-bare}
+if [ -x "$bare/perf/ropekv_perf" ] && [[ "cuda-hot" =~ $filter ]]; then
+  echo "== perf, bare kernels ($bare): fused decode rows"
+  ROPEKV_PERF_GPU_NNZ=1,8,64,256 "$bare/perf/ropekv_perf" \
+    --benchmark_filter='^cuda(-hot)?(-pdl(-early)?)?(-pt)?/' --benchmark_out="$out/bare.json" \
+    --benchmark_out_format=json >/dev/null 2>"$out/bare.err" || rc=1
+  tail -2 "$out/bare.err"
+fi
 exit $rc

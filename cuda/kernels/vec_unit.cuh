@@ -297,12 +297,19 @@ __device__ __forceinline__ void encode_unit(RopeStyle style, bool rotary, ScaleD
                                             const uint4& va, const uint4& vb, const float (&cv)[8],
                                             const float (&sv)[8], uint2& lo, uint2& hi) {
 #if defined(ROPEKV_EXPERIMENT_NO_MATH)
-  // Measurement builds only (wrong output): the same loads and stores, no
-  // rotation or quantization; what the arithmetic costs.
+  // Measurement builds only (preset cuda-bare; wrong output): the same loads
+  // (every input word, every cos/sin vector) and stores, no rotation or
+  // quantization; the kernels' time without their arithmetic.
   (void)style;
   (void)rotary;
-  lo = make_uint2(va.x ^ f32_bits(cv[0]), va.y ^ f32_bits(sv[0]));
-  hi = make_uint2(vb.x ^ f32_bits(cv[7]) ^ f32_bits(scale.recip), vb.y ^ f32_bits(sv[7]));
+  std::uint32_t c = __float_as_uint(scale.recip), s = 0;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    c ^= __float_as_uint(cv[e]);
+    s ^= __float_as_uint(sv[e]);
+  }
+  lo = make_uint2(va.x ^ va.z ^ c, va.y ^ va.w ^ s);
+  hi = make_uint2(vb.x ^ vb.z ^ c, vb.y ^ vb.w ^ s);
 #else
   float a[8], b[8];
   decode8<In>(va, a);
