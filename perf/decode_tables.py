@@ -244,7 +244,8 @@ def decode_rows(rows):
 
 def bare_table(rows, bare):
     """Decode rows: the fused op and the bare kernels (no arithmetic), x floor, and
-    bare / fused, without PDL (rotated, hot) and hot with PDL + early indices."""
+    bare / fused, without PDL (rotated, hot) and hot with PDL + early indices; then
+    the larger launches' rows the bare file has (% of each run's copy ceiling)."""
     print("| shape | nnz | addressing | fused rot / hot (x floor) | bare rot / hot (x floor) "
           "| bare / fused rot / hot | PDL + early hot: fused / bare |")
     print("|---|---|---|---|---|---|---|")
@@ -261,6 +262,20 @@ def bare_table(rows, bare):
               f"{fmt(r)} / {fmt(h)} ({fmt(ratio(r, fr))} / {fmt(ratio(h, fh))}) | "
               f"{fmt(br)} / {fmt(bh)} ({fmt(ratio(br, fr))} / {fmt(ratio(bh, fh))}) | "
               f"{fmt(ratio(br, r), '.3f')} / {fmt(ratio(bh, h), '.3f')} | {fmt(e)} / {fmt(be)} |")
+    print("\n| shape | nnz | addressing | fused µs (% copy) | bare µs (% copy) | bare / fused |")
+    print("|---|---|---|---|---|---|")
+    for name, b in bare.items():
+        parts = name.split("/")
+        if len(parts) != 3 or parts[0] not in ("cuda", "cuda-pt") or name not in rows:
+            continue
+        if int(parts[2].split(":")[1]) < 1024:
+            continue
+        f = rows[name]
+        print(f"| {parts[1]} | {parts[2].split(':')[1]} | "
+              f"{'page table' if parts[0] == 'cuda-pt' else 'slot mapping'} | "
+              f"{fmt(f['us_per_call'])} ({fmt(f.get('pct_of_copy'), '.1f')}) | "
+              f"{fmt(b['us_per_call'])} ({fmt(b.get('pct_of_copy'), '.1f')}) | "
+              f"{fmt(b['us_per_call'] / f['us_per_call'], '.3f')} |")
 
 
 def status_table(rows, bare=None):
@@ -353,7 +368,7 @@ def main(argv):
     print("\n### CPU time per call\n")
     cpu_table(rows)
     if bare:
-        print("\n### The bare kernels (no arithmetic) at decode sizes\n")
+        print("\n### The bare kernels (no arithmetic)\n")
         bare_table(rows, bare)
     print("\n### Decode targets by row\n")
     status_table(rows, bare)

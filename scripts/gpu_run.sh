@@ -4,7 +4,7 @@
 # of their own: their first calls must be the process's first; they skip,
 # saying so, below two GPUs), compute-sanitizer memcheck (multi-device tests
 # included) + racecheck, the SASS load width check and the perf suite, and
-# (where build/gpu/cuda-bare was carried) the bare kernels' decode rows.
+# (where build/gpu/cuda-bare was carried) the bare kernels' rows.
 # Everything lands under OUTDIR.
 # Usage: bash scripts/gpu_run.sh OUTDIR [perf-filter] [sanitize: 0|1]
 set -uo pipefail
@@ -69,9 +69,10 @@ tail -5 "$out/perf.err"
 # --bare reads beside perf.json; only where that build was carried.
 bare=${ROPEKV_GPU_BARE:-build/gpu/cuda-bare}
 if [ -x "$bare/perf/ropekv_perf" ] && [[ "cuda-hot" =~ $filter ]]; then
-  echo "== perf, bare kernels ($bare): fused decode rows"
-  ROPEKV_PERF_GPU_NNZ=1,8,64,256 "$bare/perf/ropekv_perf" \
-    --benchmark_filter='^cuda(-hot)?(-pdl(-early)?)?(-pt)?/' --benchmark_out="$out/bare.json" \
+  echo "== perf, bare kernels ($bare): fused decode rows, and 8192 and 32768 tokens without PDL"
+  ROPEKV_PERF_GPU_NNZ=1,8,64,256,8192,32768 "$bare/perf/ropekv_perf" \
+    --benchmark_filter='^cuda(-hot)?(-pdl(-early)?)?(-pt)?/.*/nnz:(1|8|64|256)/|^cuda(-pt)?/.*/nnz:(8192|32768)/' \
+    --benchmark_out="$out/bare.json" \
     --benchmark_out_format=json >/dev/null 2>"$out/bare.err" || rc=1
   tail -2 "$out/bare.err"
 fi
