@@ -163,12 +163,21 @@ struct MoveMath {
   std::uint32_t units, rot_units;          // per token: units, units rotated
   float c, s, inv;                         // cos / scale, sin / scale, 1 / scale
 };
+// Whether a floor's unit of token t lets the next launch in at its start (else
+// past its wait): as the fused decode kernel does, every unit with early
+// indices (kEarly), else those of the first kLateTriggerToken tokens.
+// (T: the caller's index type, so that the compare keeps its width.)
+template <bool kEarly, class T>
+__device__ __forceinline__ bool floor_triggers_at_start(T t) {
+  return kEarly || t < T(ropekv::detail::gpu::kLateTriggerToken);
+}
+
 template <bool Arith, bool kEarly>
 __global__ void move_kernel(const uint4* in, uint4* out, std::int64_t units, const MoveMath m) {
   namespace gpu = ropekv::detail::gpu;
   const std::int64_t u = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
   const std::uint32_t x = std::uint32_t(u), t = ROPEKV_FLAT_QUOTIENT(x, m.token);
-  const bool late = Arith && !kEarly && t >= gpu::kLateTriggerToken;
+  const bool late = Arith && !floor_triggers_at_start<kEarly>(t);
   if (!late) gpu::dependents_launch();
   gpu::dependency_wait();
   if (late) gpu::dependents_launch();
@@ -286,7 +295,7 @@ __device__ __forceinline__ void math_floor_unit(const float* cos_sin, const Data
   // the wait until they are in.
   const bool wait = kEarly ? cv[0] + cv[4] + sv[0] + sv[4] < 8.0f : nnz > 0;
   if (wait) gpu::dependency_wait();
-  if (!kEarly && t >= gpu::kLateTriggerToken) gpu::dependents_launch();
+  if (!floor_triggers_at_start<kEarly>(t)) gpu::dependents_launch();
   const uint4* x = d.in + t * d.in_units * 2;
   const uint4 a = __ldg(x + u), b = __ldg(x + d.in_units + u);
   store_floor_codes(div, r.rotary, a, b, cv, sv, out, nnz, d.units, t, u);
@@ -295,8 +304,7 @@ template <bool kEarly>
 __global__ void math_floor_kernel(const float* cos_sin, const DataFloorParams d, int rotary,
                                   const ropekv::detail::ScaleDivisor div, uint2* out,
                                   std::int64_t nnz) {
-  if (kEarly || blockIdx.y < ropekv::detail::gpu::kLateTriggerToken)
-    ropekv::detail::gpu::dependents_launch();
+  if (floor_triggers_at_start<kEarly>(blockIdx.y)) ropekv::detail::gpu::dependents_launch();
   const int u = int(blockIdx.x * blockDim.x + threadIdx.x);
   if (u >= d.units) return;
   math_floor_unit<kEarly>(cos_sin, d, rotary, div, out, nnz, u, blockIdx.y);
@@ -308,8 +316,7 @@ __global__ void math_floor_flat_kernel(const float* cos_sin, const DataFloorPara
   const std::uint32_t x = blockIdx.x * blockDim.x + threadIdx.x;
   const std::uint32_t t = ROPEKV_FLAT_QUOTIENT(x, q);
   if (t >= nnz) return;
-  if (kEarly || t < ropekv::detail::gpu::kLateTriggerToken)
-    ropekv::detail::gpu::dependents_launch();
+  if (floor_triggers_at_start<kEarly>(t)) ropekv::detail::gpu::dependents_launch();
   math_floor_unit<kEarly>(cos_sin, d, rotary, div, out, nnz, int(x - t * std::uint32_t(d.units)),
                           t);
 }
