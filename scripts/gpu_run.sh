@@ -68,7 +68,7 @@ tail -5 "$out/perf.err"
 # wrong output) on the fused decode rows, a bound that perf/decode_tables.py
 # --bare reads beside perf.json; only where that build was carried.
 bare=${ROPEKV_GPU_BARE:-build/gpu/cuda-bare}
-if [ -x "$bare/perf/ropekv_perf" ] && [[ "cuda-hot" =~ $filter ]]; then
+if [ -x "$bare/perf/ropekv_perf" ] && [[ "cuda-hot/shape/nnz:1/" =~ $filter ]]; then
   echo "== perf, bare kernels ($bare): fused decode rows, and 8192 and 32768 tokens without PDL"
   ROPEKV_PERF_GPU_NNZ=1,8,64,256,8192,32768 "$bare/perf/ropekv_perf" \
     --benchmark_filter='^cuda(-hot)?(-pdl(-early)?)?(-pt)?/.*/nnz:(1|8|64|256)/|^cuda(-pt)?/.*/nnz:(8192|32768)/' \
