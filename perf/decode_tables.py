@@ -26,10 +26,11 @@ Usage: python3 perf/decode_tables.py results/perf.json [--bare results/bare.json
    than the op, measured in the same run, already past the mark and no slower than
    the op's row) or missed.
 
---bare: the fused decode rows of the bare kernels (preset cuda-bare: the library's
-kernels with their loads and stores and no arithmetic; scripts/gpu_run.sh writes
-bare.json beside perf.json in the same device call): a table of them against the
-fused rows, and one more bound per row in 6.
+--bare: the fused rows of the bare kernels (preset cuda-bare: the library's kernels
+with their loads and stores and no arithmetic; scripts/gpu_run.sh writes bare.json
+beside perf.json in the same device call): a table of them against the fused rows
+(decode sizes, and the larger launches the file has), and one more bound per decode
+row in 6.
 """
 import collections
 import json

@@ -65,8 +65,9 @@ python3 perf/summary.py "$out/perf.json" | tee "$out/summary.txt"
 tail -5 "$out/perf.err"
 
 # The bare kernels (preset cuda-bare: the same kernels without their arithmetic,
-# wrong output) on the fused decode rows, a bound that perf/decode_tables.py
-# --bare reads beside perf.json; only where that build was carried.
+# wrong output) on the fused decode rows and, without PDL, 8192 and 32768 tokens,
+# which perf/decode_tables.py --bare reads beside perf.json; only where that
+# build was carried (ROPEKV_GPU_BARE names another) and the filter takes decode rows.
 bare=${ROPEKV_GPU_BARE:-build/gpu/cuda-bare}
 if [ -x "$bare/perf/ropekv_perf" ] && [[ "cuda-hot/shape/nnz:1/" =~ $filter ]]; then
   echo "== perf, bare kernels ($bare): fused decode rows, and 8192 and 32768 tokens without PDL"

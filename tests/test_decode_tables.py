@@ -40,10 +40,9 @@ class Classify(unittest.TestCase):
 class StatusTable(unittest.TestCase):
     def rows(self, fused_hot):
         s, n = "shape-a", 64
-        r = {f"cuda-floor/{s}/nnz:{n}": row(2.0), f"cuda-floor-hot/{s}/nnz:{n}": row(1.0),
-             f"cuda/{s}/nnz:{n}": row(2.2), f"cuda-hot/{s}/nnz:{n}": row(fused_hot),
-             f"cuda-mathfloor-b128-hot/{s}/nnz:{n}": row(1.05)}
-        return r
+        return {f"cuda-floor/{s}/nnz:{n}": row(2.0), f"cuda-floor-hot/{s}/nnz:{n}": row(1.0),
+                f"cuda/{s}/nnz:{n}": row(2.2), f"cuda-hot/{s}/nnz:{n}": row(fused_hot),
+                f"cuda-mathfloor-b128-hot/{s}/nnz:{n}": row(1.05)}
 
     def status(self, rows, bare=None):
         out = io.StringIO()
