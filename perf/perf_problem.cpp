@@ -86,7 +86,10 @@ std::vector<Shape> build_shapes() {
   Shape generic = base;
   generic.name = "llama-3.1-8b-generic";
   generic.row_pad = 1;  // odd token stride: every row misaligned for vector loads
-  for (Shape s : {hnd, ps64, kv, generic}) {
+  Shape fp16 = base;
+  fp16.name = "llama-3.1-8b-fp16";
+  fp16.in = ropekv::DType::kFloat16;
+  for (Shape s : {hnd, ps64, kv, generic, fp16}) {
     s.canonical = false;
     s.host_nnz = kHostVariantTokens;
     s.gpu_nnz = gpu_nnz;
@@ -189,7 +192,7 @@ double model_bytes(const Shape& s, std::int64_t nnz) {
 ropekv::Arguments make_arguments(const Shape& s, const Batch& b, const Buffers& buf,
                                  bool page_table) {
   using namespace ropekv;
-  const DType in = DType::kBFloat16, out = DType::kFloat8E4M3FN;
+  const DType in = s.in, out = DType::kFloat8E4M3FN;
   const std::int64_t nnz = b.nnz, d = s.head_dim(), r = s.rotary, n = s.nope;
   const Sizes z = sizes_of(s, b);
   auto* base = static_cast<std::uint16_t*>(buf.in);

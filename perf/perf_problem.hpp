@@ -37,6 +37,9 @@ struct Shape {
   // Token counts timed on the host and on GPUs.
   std::vector<std::int64_t> host_nnz, gpu_nnz;
   bool canonical = true;  // a canonical shape (else a variant of one)
+  // Input dtype: bf16, or fp16 (a variant; the same random 16-bit codes, which
+  // read as fp16 are finite values of magnitude 1 to 4). No unfused rows for fp16.
+  ropekv::DType in = ropekv::DType::kBFloat16;
 
   std::int64_t head_dim() const { return rotary + nope; }
 };
@@ -79,7 +82,7 @@ double model_bytes(const Shape& s, std::int64_t nnz);
 
 // One set of buffers (host or device pointers).
 struct Buffers {
-  void* in = nullptr;         // bf16 [nnz, in_row]
+  void* in = nullptr;         // bf16 or fp16 (Shape::in) [nnz, in_row]
   void* q_out = nullptr;      // e4m3fn [nnz, Hq, D]
   void* k_cache = nullptr;    // e4m3fn, layout of the shape
   void* v_cache = nullptr;    // e4m3fn (GQA only)

@@ -56,7 +56,8 @@ void print_help() {
       "  512 nope, k 64 rope + 512 latent, no V, interleaved, vLLM [latent|rope] cache);\n"
       "  variants of llama-3.1-8b: -hnd (HND cache), -ps64 (page size 64), -kvscales\n"
       "  (k scale != v scale), -generic (token stride odd: every row misaligned, so\n"
-      "  the generic path runs; compare with llama-3.1-8b for the vector path).\n"
+      "  the generic path runs; compare with llama-3.1-8b for the vector path),\n"
+      "  -fp16 (fp16 in; no unfused rows).\n"
       "Token counts: decode 1, 8, 64, 256, 1024 (one token per sequence, random\n"
       "positions < 4016, shuffled pages), prefill 8192, 32768 (4 sequences).\n"
       "HOST SET IS TRIMMED (2-core CI machine, full run in a few minutes): nnz 1, 64,\n"
@@ -224,6 +225,9 @@ ropekv::Result host_call(HostProblem& p, bool fused) {
                : unfused_host(p.args, p.q_rot.data(), p.k_rot.data());
 }
 
+// The unfused baselines take bf16 inputs only.
+bool has_unfused(const Shape& s) { return s.in == ropekv::DType::kBFloat16; }
+
 // Median time per call over at least `min_s` seconds (fallback when the
 // matching unfused benchmark was filtered out).
 double host_time_us(HostProblem& p, bool fused, double min_s) {
@@ -259,7 +263,7 @@ void bm_host(benchmark::State& st, const Shape* s, std::int64_t nnz, bool fused)
   const std::string key = bench_name("host", *s, nnz);
   if (!fused) {
     unfused_us()[key] = us;
-  } else {
+  } else if (has_unfused(*s)) {
     auto it = unfused_us().find(key);
     const double uf = it != unfused_us().end() ? it->second : host_time_us(p, false, 0.05);
     st.counters["speedup_vs_unfused"] = uf / us;
@@ -457,13 +461,13 @@ void register_cuda_rows(const Shape& s, std::int64_t nnz, bool canonical) {
       }
   } else if (decode) {
     for (bool hot : {false, true}) {
-      register_cuda(s, nnz, mk(GpuKind::kUnfused, false, hot, false, false));
+      if (has_unfused(s)) register_cuda(s, nnz, mk(GpuKind::kUnfused, false, hot, false, false));
       register_cuda(s, nnz, mk(GpuKind::kFused, false, hot, false, false));
     }
     register_cuda(s, nnz, mk(GpuKind::kFused, false, false, true, false));
   } else {
     register_cuda(s, nnz, mk(GpuKind::kCopy, false, false, false, false));
-    register_cuda(s, nnz, mk(GpuKind::kUnfused, false, false, false, false));
+    if (has_unfused(s)) register_cuda(s, nnz, mk(GpuKind::kUnfused, false, false, false, false));
     register_cuda(s, nnz, mk(GpuKind::kFused, false, false, false, false));
     register_cuda(s, nnz, mk(GpuKind::kFused, false, false, true, false));
     if (canonical) {
@@ -495,9 +499,10 @@ void register_all() {
   if (host) {
     for (const Shape& s : shapes()) {
       for (std::int64_t nnz : s.host_nnz) {
-        benchmark::RegisterBenchmark(bench_name("host-unfused", s, nnz).c_str(), bm_host, &s, nnz,
-                                     false)
-            ->Unit(benchmark::kMicrosecond);
+        if (has_unfused(s))
+          benchmark::RegisterBenchmark(bench_name("host-unfused", s, nnz).c_str(), bm_host, &s,
+                                       nnz, false)
+              ->Unit(benchmark::kMicrosecond);
         benchmark::RegisterBenchmark(bench_name("host", s, nnz).c_str(), bm_host, &s, nnz, true)
             ->Unit(benchmark::kMicrosecond);
       }
