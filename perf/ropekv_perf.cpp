@@ -500,8 +500,8 @@ void register_all() {
     for (const Shape& s : shapes()) {
       for (std::int64_t nnz : s.host_nnz) {
         if (has_unfused(s))
-          benchmark::RegisterBenchmark(bench_name("host-unfused", s, nnz).c_str(), bm_host, &s,
-                                       nnz, false)
+          benchmark::RegisterBenchmark(bench_name("host-unfused", s, nnz).c_str(), bm_host, &s, nnz,
+                                       false)
               ->Unit(benchmark::kMicrosecond);
         benchmark::RegisterBenchmark(bench_name("host", s, nnz).c_str(), bm_host, &s, nnz, true)
             ->Unit(benchmark::kMicrosecond);
