@@ -2,7 +2,8 @@
 // instruction where the host uses the shared
 // software encoder. This test proves the two bit-identical over EVERY float32
 // bit pattern, and reports what the raw instruction does with NaN of either
-// sign (the contract asks for that check).
+// sign (the contract asks for that check). Likewise the device's fp16
+// decoding (a conversion instruction) and its scale step (apply_scale).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -104,6 +105,37 @@ TEST(CudaFp8Hardware, RawNanCodes) {
       out[0], out[1], out[2], out[3], rd::kNanE4M3FN, rd::kNanE5M2);
   EXPECT_EQ(out[0], unsigned(rd::kNanE4M3FN));
   EXPECT_EQ(out[2], unsigned(rd::kNanE5M2));
+  cudaFree(out);
+}
+
+// fp16 inputs: the device's decoding (the conversion instruction) against the
+// host's (the shared software form) over every code: the same bits, or NaN
+// for NaN (outputs keep no NaN payload).
+__global__ void decode_f16_all(float* out) {
+  const unsigned c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c < 0x10000u) out[c] = rd::Format<DType::kFloat16>::decode(std::uint16_t(c));
+}
+
+TEST(CudaFp16Decode, AllCodesMatchHost) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)";
+  float* out = nullptr;
+  ASSERT_EQ(cudaMallocManaged(&out, 0x10000 * sizeof(float)), cudaSuccess);
+  for (unsigned c = 0; c < 0x10000u; ++c) out[c] = 12345.0f;  // not a decoding of any code
+  decode_f16_all<<<256, 256>>>(out);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  int bad = 0, nans = 0;
+  for (unsigned c = 0; c < 0x10000u; ++c) {
+    const float want = rd::f16_to_f32(std::uint16_t(c)), got = out[c];
+    const bool nan = want != want;
+    nans += nan ? 1 : 0;
+    const bool ok = nan ? got != got : rd::f32_bits(got) == rd::f32_bits(want);
+    if (!ok && ++bad <= 10)
+      ADD_FAILURE() << "fp16 0x" << std::hex << c << ": device bits 0x" << rd::f32_bits(got)
+                    << ", host 0x" << rd::f32_bits(want);
+  }
+  EXPECT_EQ(bad, 0);
+  EXPECT_EQ(nans, 2 * 1023);  // the host form saw every NaN code
   cudaFree(out);
 }
 
