@@ -225,8 +225,9 @@ ropekv::Result host_call(HostProblem& p, bool fused) {
                : unfused_host(p.args, p.q_rot.data(), p.k_rot.data());
 }
 
-// The unfused baselines take bf16 inputs only.
-bool has_unfused(const Shape& s) { return s.in == ropekv::DType::kBFloat16; }
+// The shapes the unfused baselines take (their input dtype; the perf shapes'
+// cos/sin and outputs are theirs).
+bool has_unfused(const Shape& s) { return s.in == kUnfusedInput; }
 
 // Median time per call over at least `min_s` seconds (fallback when the
 // matching unfused benchmark was filtered out).

@@ -16,6 +16,9 @@
 
 namespace ropekv_perf {
 
+// The one input dtype the baselines take (unfused::supported checks it).
+constexpr ropekv::DType kUnfusedInput = ropekv::DType::kBFloat16;
+
 // Host memory, runs on the calling thread.
 ropekv::Result unfused_host(const ropekv::Arguments& args, void* q_rot, void* k_rot);
 

@@ -8,6 +8,7 @@
 
 #include "detail/element_math.hpp"
 #include "detail/params.hpp"
+#include "unfused.hpp"
 
 namespace ropekv_perf {
 namespace unfused {
@@ -19,7 +20,7 @@ using Bf16 = ropekv::detail::Format<ropekv::DType::kBFloat16>;
 using Fp8 = ropekv::detail::Format<ropekv::DType::kFloat8E4M3FN>;
 
 ROPEKV_HD bool supported(const LaunchParams& p) {
-  return p.in.dtype == ropekv::DType::kBFloat16 && p.cos.dtype == ropekv::DType::kFloat32 &&
+  return p.in.dtype == kUnfusedInput && p.cos.dtype == ropekv::DType::kFloat32 &&
          p.q_out.dtype == ropekv::DType::kFloat8E4M3FN &&
          p.cache.dtype == ropekv::DType::kFloat8E4M3FN;
 }
