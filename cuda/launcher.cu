@@ -64,6 +64,14 @@ int device_attribute(int dev, int fallback) {
 }
 int sm_count(int dev) { return device_attribute<multiprocessor_count>(dev, 132); }
 int l2_bytes(int dev) { return device_attribute<l2_cache_bytes>(dev, 50 << 20); }
+// The device memory's peak bytes a second per multiprocessor (double data
+// rate); 0 where the device does not say.
+double dram_bytes_per_sm(int dev) {
+  const int khz = device_attribute<memory_clock_khz>(dev, -1);
+  const int bits = device_attribute<memory_bus_bits>(dev, -1);
+  if (khz <= 0 || bits <= 0) return 0;
+  return 2e3 * double(khz) * double(bits / 8) / double(sm_count(dev));
+}
 
 // The occupancy cache of resident_per_sm: one entry per (kernel, block,
 // device), in the order they were made; `shared` is the dynamic shared
@@ -222,6 +230,19 @@ constexpr std::uint64_t kDecodeTokensPerSm = 24, kDecodeFewWaves = 4,
 // flat layout by role where the 2D grid fits at once (below).
 constexpr std::int64_t kDecodeFlatEarlyTokens = 64;
 constexpr int kFlatTablesL2s = 4;
+// Slot mapping takes the page tables' flat rule too on devices whose peak
+// DRAM bandwidth a multiprocessor is below this: the H100 SXM (25 GB/s a
+// multiprocessor) 0.90-0.98 of the rows kernel's time at 4096-32768 tokens,
+// the H200 (37 GB/s) up to 10% slower (perf/RESULTS.md; HIP takes the same
+// rule, unmeasured).
+constexpr double kFlatSlotsDramPerSm = 30e9;
+// L2s of bytes up to which a launch takes the flat layout (0: none).
+int flat_l2s(bool by_role, int dev, const Tuning& tune) {
+  if (by_role) return tune.flat_tables != 0 ? tune.flat_tables : kFlatTablesL2s;
+  if (tune.flat_slots != 0) return tune.flat_slots;
+  const double per_sm = dram_bytes_per_sm(dev);
+  return per_sm > 0 && per_sm < kFlatSlotsDramPerSm ? kFlatTablesL2s : 0;
+}
 
 // The launch decision for p on `dev`: path, kernel, grid, block, dynamic
 // shared memory and geometry (not the call's own fields: stream, params,
@@ -351,12 +372,10 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   // to kFlatTablesL2s L2s of bytes a launch (tune.flat_tables: N, or -1 never),
   // its inputs evict-first past one L2 (so that it keeps the index arrays,
   // cos/sin rows and cache lines): faster than the rows kernel there on the
-  // H200 and the H100, slower beyond (perf/RESULTS.md).
-  // Slot mapping the same only under the measurement override flat_slots=N
-  // (its packed layout). (Not where an override asks for the rows or bulk
-  // kernels.)
-  const int tables =
-      flat_by_role ? (tune.flat_tables != 0 ? tune.flat_tables : kFlatTablesL2s) : tune.flat_slots;
+  // H200 and the H100, slower beyond (perf/RESULTS.md). Slot mapping the same
+  // (its packed layout) by flat_l2s's device rule (tune.flat_slots: N, or -1
+  // never). (Not where an override asks for the rows or bulk kernels.)
+  const int tables = flat_l2s(flat_by_role, dev, tune);
   if (tables > 0 && tune.rows <= 0 && tune.bulk == 0 && flat_kernel != nullptr) {
     const std::uint64_t bytes =
         std::uint64_t(p.nnz) * g.units * kItem * std::uint64_t(p.in.bytes + p.q_out.bytes);

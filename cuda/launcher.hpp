@@ -82,7 +82,8 @@ struct Tuning {
   // their inputs evict-first past one L2: up to N times the L2's bytes a
   // launch (N > 0; the rule: 4), or never (-1).
   int flat_tables = 0;
-  // N > 0: slot mapping the same (its packed layout; a measurement).
+  // Slot mapping the same (its packed layout): up to N L2s (N > 0) or never
+  // (-1); the rule: four on devices of low DRAM bandwidth a multiprocessor.
   int flat_slots = 0;
 };
 void set_tuning(const Tuning& t) noexcept;

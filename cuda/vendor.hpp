@@ -36,6 +36,13 @@ inline Error multiprocessor_count(int dev, int* n) {
 inline Error l2_cache_bytes(int dev, int* n) {
   return cudaDeviceGetAttribute(n, cudaDevAttrL2CacheSize, dev);
 }
+// The device memory's peak clock (kHz) and bus width (bits).
+inline Error memory_clock_khz(int dev, int* n) {
+  return cudaDeviceGetAttribute(n, cudaDevAttrMemoryClockRate, dev);
+}
+inline Error memory_bus_bits(int dev, int* n) {
+  return cudaDeviceGetAttribute(n, cudaDevAttrGlobalMemoryBusWidth, dev);
+}
 // Blocks of `block` threads of `kernel`, each with `smem` bytes of dynamic
 // shared memory, that fit on one multiprocessor at once.
 inline Error resident_blocks(const void* kernel, int block, std::size_t smem, int* n) {

@@ -34,6 +34,13 @@ inline Error multiprocessor_count(int dev, int* n) {
 inline Error l2_cache_bytes(int dev, int* n) {
   return hipDeviceGetAttribute(n, hipDeviceAttributeL2CacheSize, dev);
 }
+// The device memory's peak clock (kHz) and bus width (bits).
+inline Error memory_clock_khz(int dev, int* n) {
+  return hipDeviceGetAttribute(n, hipDeviceAttributeMemoryClockRate, dev);
+}
+inline Error memory_bus_bits(int dev, int* n) {
+  return hipDeviceGetAttribute(n, hipDeviceAttributeMemoryBusWidth, dev);
+}
 inline Error resident_blocks(const void* kernel, int block, std::size_t smem, int* n) {
   return hipOccupancyMaxActiveBlocksPerMultiprocessor(n, kernel, block, smem);
 }

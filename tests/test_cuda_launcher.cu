@@ -44,6 +44,18 @@ std::string launch_path(const ropekv::Arguments& a) {
     return "none";
   return ropekv::detail::gpu::path_name(l);
 }
+// The test's own reading of the device rule for slot mapping's flat layout:
+// peak DRAM bandwidth (double data rate) a multiprocessor below 30 GB/s.
+bool slots_flat_by_device() {
+  int dev = 0, khz = 0, bits = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    return false;
+  const double bytes_per_s = 2.0 * khz * 1000.0 * (bits / 8);
+  return sms > 0 && bytes_per_s > 0 && bytes_per_s / sms < 30e9;
+}
 }  // namespace ropekv_test
 
 namespace {
@@ -426,9 +438,10 @@ TEST(CudaLauncher, FlatDecodeLayoutWhereRowsTeamsTakeOneToken) {
 // Page tables past the decode grid: flat by role up to four L2s of bytes a
 // launch (gpt-oss TP8's 40 units of 16 elements, 2 bytes in and 1 out: 1920
 // bytes a token), in the kernel whose inputs load evict-first past one L2;
-// the rows kernel beyond, for slot mapping, and under flat_tables=-1 (which,
-// like every override, enters a kept decision); slot mapping the same only
-// under the override flat_slots. A flat layout within one L2
+// the rows kernel beyond and under flat_tables=-1 (which, like every
+// override, enters a kept decision); slot mapping the same (packed) on devices
+// of low DRAM bandwidth a multiprocessor or under flat_slots=4, else and under
+// flat_slots=-1 the rows kernel. A flat layout within one L2
 // (the TP8 rule at 8192 tokens, decode=2) takes the other kernel; decode=4
 // forces the streaming one.
 TEST(CudaLauncher, PageTablesFlatWithinFourL2sStreamingPastOne) {
@@ -448,9 +461,12 @@ TEST(CudaLauncher, PageTablesFlatWithinFourL2sStreamingPastOne) {
   gpu::set_tuning(t);
   const gpu::PreparedLaunch never = decide(page_table_params(2 * per_l2, base));
   t = gpu::Tuning{};
-  t.flat_slots = 4;  // the measurement override for slot mapping (its packed layout)
+  t.flat_slots = 4;  // slot mapping flat within four L2s on any device
   gpu::set_tuning(t);
   const gpu::PreparedLaunch slots_flat = decide(params(2 * per_l2, base));
+  t.flat_slots = -1;  // never
+  gpu::set_tuning(t);
+  const gpu::PreparedLaunch slots_rows = decide(params(2 * per_l2, base));
   t = gpu::Tuning{};
   t.decode = 2;
   gpu::set_tuning(t);
@@ -469,11 +485,19 @@ TEST(CudaLauncher, PageTablesFlatWithinFourL2sStreamingPastOne) {
   EXPECT_FALSE(half.decode_stream);
   EXPECT_NE(half.kernel, two.kernel);
   EXPECT_EQ(five.path, gpu::Path::kRows);
-  EXPECT_EQ(slots.path, gpu::Path::kRows);
   EXPECT_EQ(never.path, gpu::Path::kRows);
+  ASSERT_EQ(slots_flat.path, gpu::Path::kDecode);
   EXPECT_TRUE(slots_flat.decode_flat);
   EXPECT_FALSE(slots_flat.decode_by_part);
   EXPECT_TRUE(slots_flat.decode_stream);
+  EXPECT_EQ(slots_rows.path, gpu::Path::kRows);
+  if (ropekv_test::slots_flat_by_device()) {  // the H100 SXM: 25 GB/s a multiprocessor
+    EXPECT_EQ(slots.path, gpu::Path::kDecode) << "a device of low DRAM bandwidth a multiprocessor";
+    EXPECT_EQ(slots.kernel, slots_flat.kernel);
+    EXPECT_EQ(slots.grid.x, slots_flat.grid.x);
+  } else {  // the H200: 37 GB/s
+    EXPECT_EQ(slots.path, gpu::Path::kRows) << "a device of high DRAM bandwidth a multiprocessor";
+  }
   EXPECT_TRUE(forced.decode_flat);
   EXPECT_FALSE(forced.decode_stream);
   EXPECT_EQ(forced.kernel, half.kernel);

@@ -314,15 +314,28 @@ std::string first_calls(int first, int second, DType in) {
   return "";
 }
 
+// The path cases aim at the rows kernel past the decode kernel's bounds: slot
+// mapping's flat layout within four L2s (the launcher's rule on devices of
+// low DRAM bandwidth a multiprocessor) is off in these tests.
+class CudaMultiDevice : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    gpu::Tuning t;
+    t.flat_slots = -1;
+    gpu::set_tuning(t);
+  }
+  void TearDown() override { gpu::set_tuning(gpu::Tuning{}); }
+};
+
 // First: the process's first launches of their kernels (see the top).
-TEST(CudaMultiDevice, FirstCallOfEachPathOnDevice1AfterDevice0) {
+TEST_F(CudaMultiDevice, FirstCallOfEachPathOnDevice1AfterDevice0) {
   SKIP_WITHOUT_TWO_DEVICES();
   const std::string skipped = first_calls(0, 1, DType::kBFloat16);
   if (!skipped.empty()) GTEST_SKIP() << skipped;
 }
 
 // The reverse, with kernels of their own (fp16 inputs).
-TEST(CudaMultiDevice, FirstCallOfEachPathOnDevice0AfterDevice1) {
+TEST_F(CudaMultiDevice, FirstCallOfEachPathOnDevice0AfterDevice1) {
   SKIP_WITHOUT_TWO_DEVICES();
   const std::string skipped = first_calls(1, 0, DType::kFloat16);
   if (!skipped.empty()) GTEST_SKIP() << skipped;
@@ -332,7 +345,7 @@ TEST(CudaMultiDevice, FirstCallOfEachPathOnDevice0AfterDevice1) {
 // launches, so in a process of its own their first calls too are made on
 // both devices at once) on devices 0 and 1 from two threads at once, each
 // on its own stream, twice.
-TEST(CudaMultiDevice, SameProblemsOnBothDevicesAtOnce) {
+TEST_F(CudaMultiDevice, SameProblemsOnBothDevicesAtOnce) {
   SKIP_WITHOUT_TWO_DEVICES();
   const std::vector<Case> cases = path_cases_for_both(DType::kBFloat16, DType::kFloat8E5M2, 60);
   std::vector<Snapshot> want;
@@ -355,7 +368,7 @@ TEST(CudaMultiDevice, SameProblemsOnBothDevicesAtOnce) {
 // A graph captured on each device (both at once, thread-local capture mode)
 // for each path, then replayed on both at once with new slots, positions and
 // padding before every replay.
-TEST(CudaMultiDevice, GraphsCapturedOnEachDeviceReplayAtOnce) {
+TEST_F(CudaMultiDevice, GraphsCapturedOnEachDeviceReplayAtOnce) {
   SKIP_WITHOUT_TWO_DEVICES();
   constexpr int kSteps = 3;
   for (const Case& c : path_cases_for_both(DType::kFloat16, DType::kFloat8E5M2, 80)) {
@@ -403,7 +416,7 @@ TEST(CudaMultiDevice, GraphsCapturedOnEachDeviceReplayAtOnce) {
 // Checked mode on both devices at once: each device's calls have their own
 // bad tokens, so their own counts, in counters of their own device's memory
 // (a decode batch and a large launch per device).
-TEST(CudaMultiDevice, CheckedModeCountersPerDevice) {
+TEST_F(CudaMultiDevice, CheckedModeCountersPerDevice) {
   SKIP_WITHOUT_TWO_DEVICES();
   std::vector<Case> cases[2];
   std::vector<Snapshot> want[2];
@@ -440,7 +453,7 @@ TEST(CudaMultiDevice, CheckedModeCountersPerDevice) {
 // needs the larger opt-in), on every device present. Only builds whose
 // staged blocks need more than the default 48 KB have an opt-in at all
 // (ROPEKV_VEC_STAGES=3); others skip.
-TEST(CudaMultiDevice, SharedMemoryOptInOnlyRises) {
+TEST_F(CudaMultiDevice, SharedMemoryOptInOnlyRises) {
   SKIP_WITHOUT_DEVICES(1);
   constexpr std::size_t kDefaultShared = 48 * 1024;
   if (gpu::staged_shared_bytes(gpu::kVecBlock) <= kDefaultShared)

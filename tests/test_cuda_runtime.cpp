@@ -22,6 +22,7 @@ void set_bulk_tuning(bool on);
 void set_rows_tuning(int rows);      // 1: wherever it can, 0: the rule, -1: never
 void set_decode_tuning(int decode);  // Tuning::decode (2: the flat decode layout wherever it can)
 std::string launch_path(const ropekv::Arguments& a);
+bool slots_flat_by_device();  // slot mapping flat within four L2s on this device
 }  // namespace ropekv_test
 
 namespace {
@@ -505,19 +506,24 @@ TEST(CudaRuntime, DecodeFlatLayoutMatchesHost) {
 // Page tables past the decode kernel's grid: the flat layout by role up to
 // four L2s of bytes a launch (llama-3.1-8b's shape at 4096 tokens: 75 MB,
 // evict-first inputs on a device of 50 MB of L2), with padding, host and
-// device scales; the other forms' paths are other tests' (nullptr).
+// device scales; slot mapping the same (packed) on devices of low DRAM
+// bandwidth a multiprocessor, else the rows kernel; the run-time forms'
+// paths are other tests' (nullptr).
 TEST(CudaRuntime, PageTablesFlatWithinFourL2s) {
   SKIP_WITHOUT_CUDA();
   unsigned seed = 227;
+  const char* slots = ropekv_test::slots_flat_by_device() ? "decode-flat" : "rows";
   expect_forms_match_host({4096, 32, 8, 128, 128, 0, 0.2}, seed,
-                          {nullptr, nullptr, "decode-flat", nullptr});
+                          {slots, nullptr, "decode-flat", nullptr});
 }
 
 // The launcher's own choice of the flat layout: where the rows kernel's
 // teams would take one token each (a grid of at most one wave). gpt-oss
 // TP8's shape (teams of 4, 64 tokens a block) at 64 tokens a multiprocessor,
 // with padding, in all four index forms (the run-time form keeps the rows
-// kernel); llama-3.1-8b's shape there takes the rows kernel.
+// kernel); llama-3.1-8b's shape there (155 MB) takes the rows kernel, or the
+// flat layout within four L2s on devices of low DRAM bandwidth a
+// multiprocessor.
 TEST(CudaRuntime, FlatDecodeLayoutWhereRowsTeamsTakeOneToken) {
   SKIP_WITHOUT_CUDA();
   int dev = 0, sms = 0;
@@ -526,7 +532,8 @@ TEST(CudaRuntime, FlatDecodeLayoutWhereRowsTeamsTakeOneToken) {
   unsigned seed = 211;
   const OverrideShape small_heads = {64 * std::int64_t(sms), 8, 1, 64, 64, 0, 0.2};
   expect_forms_match_host(small_heads, seed, {"decode-flat", "rows", "decode-flat", "rows"});
-  expect_path_matches_host({64 * std::int64_t(sms), 32, 8, 128, 128, 0, 0.2}, seed, "rows");
+  expect_path_matches_host({64 * std::int64_t(sms), 32, 8, 128, 128, 0, 0.2}, seed,
+                           ropekv_test::slots_flat_by_device() ? "decode-flat" : "rows");
 }
 
 // And where the decode kernel's 2D grid would take more than one wave (on
