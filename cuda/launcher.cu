@@ -44,7 +44,7 @@ constexpr int kMaxDevices = 64;
 constexpr std::size_t kDefaultShared = 48 * 1024;  // dynamic shared memory without opt-in
 
 std::atomic<int> g_tune_decode{0}, g_tune_trigger{0}, g_tune_bulk{0}, g_tune_rows{0},
-    g_tune_decode_warps{0}, g_tune_flat_tables{0}, g_tune_flat_slots{0};
+    g_tune_decode_warps{0}, g_tune_flat_tables{0}, g_tune_flat_slots{0}, g_tune_rows_blocks{0};
 
 // A device attribute of `dev` (Query's), read from the device once;
 // `fallback` where the query fails.
@@ -188,6 +188,7 @@ void set_tuning(const Tuning& t) noexcept {
   g_tune_decode_warps.store(t.decode_warps, std::memory_order_relaxed);
   g_tune_flat_tables.store(t.flat_tables, std::memory_order_relaxed);
   g_tune_flat_slots.store(t.flat_slots, std::memory_order_relaxed);
+  g_tune_rows_blocks.store(t.rows_blocks, std::memory_order_relaxed);
 }
 Tuning tuning() noexcept {
   Tuning t;
@@ -198,6 +199,7 @@ Tuning tuning() noexcept {
   t.decode_warps = g_tune_decode_warps.load(std::memory_order_relaxed);
   t.flat_tables = g_tune_flat_tables.load(std::memory_order_relaxed);
   t.flat_slots = g_tune_flat_slots.load(std::memory_order_relaxed);
+  t.rows_blocks = g_tune_rows_blocks.load(std::memory_order_relaxed);
   return t;
 }
 
@@ -442,7 +444,15 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       g.teams = kVecBlock / g.team;
       l.path = Path::kRows;
       l.kernel = kernel;
-      l.grid = dim3(grid_for(blocks, 1, sms, unsigned(rows_per_sm)));
+      unsigned grid = grid_for(blocks, 1, sms, unsigned(rows_per_sm));
+      if (tune.rows_blocks > 0) {
+        grid = unsigned(tune.rows_blocks);
+      } else if (tune.rows_blocks < 0) {
+        const std::uint64_t teams = g.teams, per_round = std::uint64_t(grid) * teams;
+        const std::uint64_t rounds = (std::uint64_t(p.nnz) + per_round - 1) / per_round;
+        grid = unsigned(((std::uint64_t(p.nnz) + rounds - 1) / rounds + teams - 1) / teams);
+      }
+      l.grid = dim3(grid);
       l.block = dim3(g.team * g.teams);
       l.geometry = g;
       return;
@@ -479,8 +489,7 @@ struct DecisionKey {
   std::int32_t in, q_out, cache, cos, addressing;
   std::uint32_t flags;  // vector-eligible, checked, the index arrays' widths, strides beyond
                         // 32 bits, PDL with early indices, PDL
-  Tuning tune;          // every override, whole
-  std::uint32_t zero;   // 0: the key's size a multiple of 8 without padding
+  Tuning tune;          // every override, whole (an even number of ints: no tail padding)
 };
 constexpr std::uint32_t kKeyWide = 2048, kKeyEarly = 4096, kKeyPdl = 8192;
 static_assert(std::has_unique_object_representations_v<DecisionKey>,
@@ -508,7 +517,6 @@ DecisionKey decision_key(const LaunchParams& p, int dev, const Tuning& tune) {
             (strides_fit32(p) ? 0u : kKeyWide) | (p.pdl && p.early_indices ? kKeyEarly : 0u) |
             (p.pdl ? kKeyPdl : 0u);
   k.tune = tune;
-  k.zero = 0;
   return k;
 }
 

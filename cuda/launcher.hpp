@@ -85,6 +85,9 @@ struct Tuning {
   // Slot mapping the same (its packed layout): up to N L2s (N > 0) or never
   // (-1); the rule: four on devices of low DRAM bandwidth a multiprocessor.
   int flat_slots = 0;
+  // The rows kernel's grid: N blocks (N > 0, past one wave too), or the
+  // fewest blocks that keep the rule's rounds a team (-1).
+  int rows_blocks = 0;
 };
 void set_tuning(const Tuning& t) noexcept;
 Tuning tuning() noexcept;

@@ -465,6 +465,8 @@ bool set_cuda_tuning(const std::string& spec) {
       t.flat_tables = value;
     else if (key == "flat_slots")
       t.flat_slots = value;
+    else if (key == "rows_blocks")
+      t.rows_blocks = value;
     else
       return false;
     i = comma + 1;
