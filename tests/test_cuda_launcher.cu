@@ -519,6 +519,40 @@ TEST(CudaLauncher, PageTablesFlatWithinFourL2sStreamingPastOne) {
   EXPECT_EQ(kept.path, gpu::Path::kRows);
 }
 
+// The rows kernel's grid override (a measurement tool): N blocks as asked,
+// past the one wave of resident blocks too; -1 the fewest blocks that keep
+// the rule's tokens a team.
+TEST(CudaLauncher, RowsGridOverride) {
+  if (!backend_available(Backend::kCuda))
+    GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)";
+  const std::uintptr_t base = std::uintptr_t(1) << 32;
+  int dev = 0, l2 = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), cudaSuccess);
+  const std::int64_t nnz = 5 * (std::int64_t(l2) / 1920) + 7;  // past four L2s: the rows kernel
+  const gpu::PreparedLaunch rule = decide(page_table_params(nnz, base));
+  ASSERT_EQ(rule.path, gpu::Path::kRows);
+  gpu::Tuning t;
+  t.rows_blocks = int(3 * rule.grid.x);
+  gpu::set_tuning(t);
+  const gpu::PreparedLaunch waves = decide(page_table_params(nnz, base));
+  t.rows_blocks = -1;
+  gpu::set_tuning(t);
+  const gpu::PreparedLaunch even = decide(page_table_params(nnz, base));
+  gpu::set_tuning(gpu::Tuning{});
+  EXPECT_EQ(waves.path, gpu::Path::kRows);
+  EXPECT_EQ(waves.kernel, rule.kernel);
+  EXPECT_EQ(waves.grid.x, 3 * rule.grid.x);
+  ASSERT_EQ(even.path, gpu::Path::kRows);
+  const std::int64_t teams = rule.geometry.teams;
+  const auto rounds = [&](unsigned grid) {
+    return (nnz + std::int64_t(grid) * teams - 1) / (std::int64_t(grid) * teams);
+  };
+  EXPECT_LE(even.grid.x, rule.grid.x);
+  EXPECT_EQ(rounds(even.grid.x), rounds(rule.grid.x));
+  EXPECT_GT(rounds(even.grid.x - 1), rounds(rule.grid.x)) << "not the fewest blocks";
+}
+
 // The MLA kernels' 64-register twin (kernels/decode.cuh, kDecodeFewBlocks):
 // taken where its grid fits on the device at once, the 48-register kernel
 // where only that one's does.
