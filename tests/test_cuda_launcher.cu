@@ -435,9 +435,19 @@ TEST(CudaLauncher, FlatDecodeLayoutWhereRowsTeamsTakeOneToken) {
   EXPECT_FALSE(rows.decode_flat);
 }
 
+// Tokens of page_table_params' shape (gpt-oss TP8: 40 units of 16 elements,
+// 2 bytes in and 1 out, 1920 bytes a token) whose bytes fill the device's
+// L2; 0 where the query fails.
+std::int64_t tokens_filling_l2() {
+  int dev = 0, l2 = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) != cudaSuccess)
+    return 0;
+  return std::int64_t(l2) / 1920;
+}
+
 // Page tables past the decode grid: flat by role up to four L2s of bytes a
-// launch (gpt-oss TP8's 40 units of 16 elements, 2 bytes in and 1 out: 1920
-// bytes a token), in the kernel whose inputs load evict-first past one L2;
+// launch, in the kernel whose inputs load evict-first past one L2;
 // the rows kernel beyond and under flat_tables=-1 (which, like every
 // override, enters a kept decision); slot mapping the same (packed) on devices
 // of low DRAM bandwidth a multiprocessor or under flat_slots=4, else and under
@@ -448,10 +458,8 @@ TEST(CudaLauncher, PageTablesFlatWithinFourL2sStreamingPastOne) {
   if (!backend_available(Backend::kCuda))
     GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)";
   const std::uintptr_t base = std::uintptr_t(1) << 32;
-  int dev = 0, l2 = 0;
-  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), cudaSuccess);
-  const std::int64_t per_l2 = std::int64_t(l2) / 1920;  // tokens a launch whose bytes fill the L2
+  const std::int64_t per_l2 = tokens_filling_l2();
+  ASSERT_GT(per_l2, 0);
   const gpu::PreparedLaunch two = decide(page_table_params(2 * per_l2, base));
   const gpu::PreparedLaunch half = decide(page_table_params(per_l2 / 2, base));
   const gpu::PreparedLaunch five = decide(page_table_params(5 * per_l2, base));
@@ -526,10 +534,9 @@ TEST(CudaLauncher, RowsGridOverride) {
   if (!backend_available(Backend::kCuda))
     GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)";
   const std::uintptr_t base = std::uintptr_t(1) << 32;
-  int dev = 0, l2 = 0;
-  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), cudaSuccess);
-  const std::int64_t nnz = 5 * (std::int64_t(l2) / 1920) + 7;  // past four L2s: the rows kernel
+  const std::int64_t per_l2 = tokens_filling_l2();
+  ASSERT_GT(per_l2, 0);
+  const std::int64_t nnz = 5 * per_l2 + 7;  // past four L2s: the rows kernel
   const gpu::PreparedLaunch rule = decide(page_table_params(nnz, base));
   ASSERT_EQ(rule.path, gpu::Path::kRows);
   gpu::Tuning t;
