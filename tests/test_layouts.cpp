@@ -426,6 +426,41 @@ TEST(Layouts, GqaSlotMappingAndPageTableAgainstOracle) {
   }
 }
 
+// The host backend's fast path (bf16 in, one FP8 format out, fp32 cos/sin, R
+// of 64 or 128; host/isa.cpp), whose 64-element rows take a body of their own
+// (host/rows.hpp), in both styles, with a padding token and saturating values.
+TEST(Layouts, HostFastPathAgainstOracle) {
+  constexpr std::int64_t nnz = 9, hq = 8, hk = 2, pages = 4, ps = 4, max_pos = 64;
+  for (std::int64_t r : {64, 128})
+    for (RopeStyle style : {RopeStyle::kNeox, RopeStyle::kInterleaved}) {
+      SCOPED_TRACE("R = " + std::to_string(r) +
+                   (style == RopeStyle::kNeox ? ", NeoX" : ", interleaved"));
+      const std::int64_t d = r;
+      Bytes qkv{std::size_t(nnz * (hq + 2 * hk) * d * 2)}, cos{std::size_t(max_pos * r * 4)},
+          pos{nnz * 8}, slots{nnz * 8};
+      Bytes q_out{std::size_t(nnz * hq * d), kGuard}, k{std::size_t(pages * ps * hk * d), kGuard},
+          v{std::size_t(pages * ps * hk * d), kGuard};
+      fill_bf16(qkv, std::uint32_t(31 + r));
+      fill_cos_sin(cos, max_pos, r);
+      for (std::int64_t t = 0; t < nnz; ++t) {
+        pos.as<std::int64_t>()[t] = (7 * t + 3) % max_pos;
+        slots.as<std::int64_t>()[t] = t == 4 ? -1 : (5 * t) % (pages * ps);  // token 4: padding
+      }
+      Arguments a;
+      set_inputs(a, fused_qkv_views(qkv.data(), DType::kBFloat16, nnz, hq, hk, d, r));
+      set_query_output(a, split_heads(q_out.data(), DType::kFloat8E4M3FN, nnz, hq, d, r));
+      set_kv_cache(a, nhd_kv_cache(k.data(), v.data(), DType::kFloat8E4M3FN, pages, ps, hk, d, r));
+      const std::int64_t cs[2] = {max_pos, r};
+      a.cos_sin_cache = make_contiguous(cos.data(), DType::kFloat32, 2, cs);
+      a.positions = make_vector(pos.data(), DType::kInt64, nnz);
+      a.cache_index = slot_mapping_index(slots.data(), DType::kInt64, nnz);
+      a.q_scale = Scale::host(0.05f);
+      a.k_scale = Scale::host_multiplier(300.0f);  // values past e4m3fn's range saturate
+      a.v_scale = Scale::host(0.125f);
+      expect_matches_oracle(a, {&q_out, &k, &v}, {&qkv, &cos, &pos, &slots}, nnz - 1, 1);
+    }
+}
+
 // ------------------------------------------------------------------ validation
 
 bool contains(const char* s, const char* w) { return std::strstr(s, w) != nullptr; }
