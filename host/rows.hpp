@@ -78,25 +78,6 @@ ROPEKV_HOST_INLINE void rotate_row(const void* xv, void* yv, const void* csv,
   }
 }
 
-// Written once; each instruction set below gets its own inlined copy. kR is
-// the rotary dim when known at compile time (the fast path), else 0.
-template <DType In, DType Out, DType Cos, int kR = 0>
-ROPEKV_HOST_INLINE void rope_row(const void* xv, void* yv, const void* csv, std::int64_t rotary_dim,
-                                 RopeStyle style, ScaleDivisor scale) {
-  using O = typename Format<Out>::storage;
-  if constexpr (kR == 64) {
-    O* ROPEKV_RESTRICT y = static_cast<O*>(yv);
-    // Rotated into floats, then encoded in one contiguous loop: the fast
-    // path's 64-element rows 1.3-2x faster on an AVX-512 host; the 128-element
-    // rows keep the one loop (perf/RESULTS.md).
-    float f[kR];
-    rotate_row<In, Out, Cos, kR, true>(xv, f, csv, kR, style, scale);
-    for (int i = 0; i < kR; ++i) y[i] = store_value<Out>(f[i], scale);
-  } else {
-    rotate_row<In, Out, Cos, kR, false>(xv, yv, csv, rotary_dim, style, scale);
-  }
-}
-
 // kN: the length when known at compile time (the fast path's value rows
 // when Dv == R, the usual case), else 0 and n is used.
 template <DType In, DType Out, int kN = 0>
@@ -109,6 +90,23 @@ ROPEKV_HOST_INLINE void copy_row(const void* xv, void* yv, std::int64_t n, Scale
     for (int i = 0; i < kN; ++i) y[i] = store_value<Out>(Format<In>::decode(x[i]), scale);
   } else {
     for (std::int64_t i = 0; i < n; ++i) y[i] = store_value<Out>(Format<In>::decode(x[i]), scale);
+  }
+}
+
+// Written once; each instruction set below gets its own inlined copy. kR is
+// the rotary dim when known at compile time (the fast path), else 0.
+template <DType In, DType Out, DType Cos, int kR = 0>
+ROPEKV_HOST_INLINE void rope_row(const void* xv, void* yv, const void* csv, std::int64_t rotary_dim,
+                                 RopeStyle style, ScaleDivisor scale) {
+  if constexpr (kR == 64) {
+    // Rotated into floats, then encoded in one contiguous loop: the fast
+    // path's 64-element rows 1.3-2x faster on an AVX-512 host; the 128-element
+    // rows keep the one loop (perf/RESULTS.md).
+    float f[kR];
+    rotate_row<In, Out, Cos, kR, true>(xv, f, csv, kR, style, scale);
+    copy_row<DType::kFloat32, Out, kR>(f, yv, kR, scale);
+  } else {
+    rotate_row<In, Out, Cos, kR, false>(xv, yv, csv, rotary_dim, style, scale);
   }
 }
 
