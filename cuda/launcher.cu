@@ -44,7 +44,8 @@ constexpr int kMaxDevices = 64;
 constexpr std::size_t kDefaultShared = 48 * 1024;  // dynamic shared memory without opt-in
 
 std::atomic<int> g_tune_decode{0}, g_tune_trigger{0}, g_tune_bulk{0}, g_tune_rows{0},
-    g_tune_decode_warps{0}, g_tune_flat_tables{0}, g_tune_flat_slots{0}, g_tune_rows_blocks{0};
+    g_tune_decode_warps{0}, g_tune_flat_tables{0}, g_tune_flat_slots{0}, g_tune_rows_blocks{0},
+    g_tune_rows_dynamic{0};
 
 // A device attribute of `dev` (Query's), read from the device once;
 // `fallback` where the query fails.
@@ -177,6 +178,7 @@ const char* to_string(Path path) noexcept {
 }
 
 const char* path_name(const PreparedLaunch& l) noexcept {
+  if (l.path == Path::kRows && l.geometry.dynamic) return "rows-dynamic";
   return l.path == Path::kDecode && l.decode_flat ? "decode-flat" : to_string(l.path);
 }
 
@@ -189,6 +191,7 @@ void set_tuning(const Tuning& t) noexcept {
   g_tune_flat_tables.store(t.flat_tables, std::memory_order_relaxed);
   g_tune_flat_slots.store(t.flat_slots, std::memory_order_relaxed);
   g_tune_rows_blocks.store(t.rows_blocks, std::memory_order_relaxed);
+  g_tune_rows_dynamic.store(t.rows_dynamic, std::memory_order_relaxed);
 }
 Tuning tuning() noexcept {
   Tuning t;
@@ -200,6 +203,7 @@ Tuning tuning() noexcept {
   t.flat_tables = g_tune_flat_tables.load(std::memory_order_relaxed);
   t.flat_slots = g_tune_flat_slots.load(std::memory_order_relaxed);
   t.rows_blocks = g_tune_rows_blocks.load(std::memory_order_relaxed);
+  t.rows_dynamic = g_tune_rows_dynamic.load(std::memory_order_relaxed);
   return t;
 }
 
@@ -454,6 +458,13 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       }
       l.grid = dim3(grid);
       l.block = dim3(g.team * g.teams);
+      // Tokens past each team's third from the counter, where a team has at
+      // least tune.rows_dynamic of them (a measurement).
+      const std::uint64_t all_teams = std::uint64_t(grid) * g.teams;
+      g.dynamic = tune.rows_dynamic > 0 && std::uint64_t(p.nnz) > 3 * all_teams &&
+                          std::uint64_t(p.nnz) >= std::uint64_t(tune.rows_dynamic) * all_teams
+                      ? 1u
+                      : 0u;
       l.geometry = g;
       return;
     }

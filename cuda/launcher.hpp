@@ -88,6 +88,11 @@ struct Tuning {
   // The rows kernel's grid: N blocks (N > 0, past one wave too), or the
   // fewest blocks that keep the rule's rounds a team (-1).
   int rows_blocks = 0;
+  // N > 0: the rows kernel's teams take their tokens past the third from a
+  // device counter, in the order they ask, where a team has N tokens or more
+  // (a measurement).
+  int rows_dynamic = 0;
+  int unused_ = 0;  // an even count of ints: the launcher's decision key has no padding
 };
 void set_tuning(const Tuning& t) noexcept;
 Tuning tuning() noexcept;

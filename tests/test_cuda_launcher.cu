@@ -32,6 +32,15 @@ void set_rows_tuning(int rows) {
   t.rows = rows;
   ropekv::detail::gpu::set_tuning(t);
 }
+void set_rows_dynamic_tuning(bool on) {
+  ropekv::detail::gpu::Tuning t;
+  if (on) {
+    t.decode = -1;
+    t.rows = 1;
+    t.rows_dynamic = 1;
+  }
+  ropekv::detail::gpu::set_tuning(t);
+}
 void set_decode_tuning(int decode) {
   ropekv::detail::gpu::Tuning t;
   t.decode = decode;

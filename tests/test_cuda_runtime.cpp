@@ -19,7 +19,8 @@
 
 namespace ropekv_test {  // tests/test_cuda_launcher.cu
 void set_bulk_tuning(bool on);
-void set_rows_tuning(int rows);      // 1: wherever it can, 0: the rule, -1: never
+void set_rows_tuning(int rows);         // 1: wherever it can, 0: the rule, -1: never
+void set_rows_dynamic_tuning(bool on);  // the rows kernel, tokens from the counter
 void set_decode_tuning(int decode);  // Tuning::decode (2: the flat decode layout wherever it can)
 std::string launch_path(const ropekv::Arguments& a);
 bool slots_flat_by_device();  // slot mapping flat within four L2s on this device
@@ -477,6 +478,23 @@ TEST(CudaRuntime, RowsKernelIndexForms) {
   for (const OverrideShape& sh : shapes)
     expect_forms_match_host(sh, seed, {"rows", "rows", "rows", "rows"});
   ropekv_test::set_rows_tuning(0);
+}
+
+// The rows kernel's dynamic token order (a measurement override): every
+// token once, in each index form, launch after launch (the counter goes back
+// to 0 at each launch's end). Sizes past three tokens a team: teams of 64
+// lanes (llama-3.1-8b-like) and of 4 (8 query heads of 64).
+TEST(CudaRuntime, RowsKernelDynamicOrderMatchesHost) {
+  SKIP_WITHOUT_CUDA();
+  const OverrideShape shapes[] = {{9000, 32, 8, 128, 128, 0, 0.2},
+                                  {12001, 32, 8, 128, 64, 0, 0.1},
+                                  {70000, 8, 1, 64, 64, 0, 0.1}};
+  unsigned seed = 181;
+  ropekv_test::set_rows_dynamic_tuning(true);
+  for (const OverrideShape& sh : shapes)
+    expect_forms_match_host(sh, seed,
+                            {"rows-dynamic", "rows-dynamic", "rows-dynamic", "rows-dynamic"});
+  ropekv_test::set_rows_dynamic_tuning(false);
 }
 
 // The decode kernel's flat layout (a measurement override: the tokens' units
