@@ -216,6 +216,16 @@ __device__ __forceinline__ void barrier_wait(std::uint64_t* bar, unsigned parity
       : "memory");
 #endif
 }
+// The rows kernel's dynamic order: lane 0's value of a group of `width`
+// lanes (a power of two up to the warp; `mask` its lanes) to every lane of
+// it; a barrier of `threads` threads (a multiple of the warp) on named
+// barrier `id` (1..15; 0 is __syncthreads').
+__device__ __forceinline__ unsigned group_broadcast(unsigned mask, unsigned v, int width) {
+  return __shfl_sync(mask, v, 0, width);
+}
+__device__ __forceinline__ void named_barrier(unsigned id, unsigned threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
 #endif  // __CUDACC__
 
 // Two floats to two FP8 codes (first in the low byte) with the instruction

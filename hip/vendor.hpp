@@ -105,6 +105,9 @@ __device__ __forceinline__ void barrier_expect(std::uint64_t*, unsigned) {}
 __device__ __forceinline__ void bulk_copy(void*, const void*, unsigned, std::uint64_t*) {}
 __device__ __forceinline__ void bulk_reuse_fence() {}
 __device__ __forceinline__ void barrier_wait(std::uint64_t*, unsigned) {}
+// The rows kernel's dynamic order (not built here: kRowsKernel).
+__device__ __forceinline__ unsigned group_broadcast(unsigned, unsigned v, int) { return v; }
+__device__ __forceinline__ void named_barrier(unsigned, unsigned) {}
 
 template <DType Out>
 __device__ __forceinline__ bool hw_encode_fp8x2(float, float, std::uint32_t*) {

@@ -164,10 +164,10 @@ __device__ __forceinline__ unsigned team_broadcast(unsigned v, std::uint32_t tea
   if (team <= 32) {
     const unsigned base = (threadIdx.x % 32) & ~(team - 1);
     const unsigned mask = (team == 32 ? 0xffffffffu : ((1u << team) - 1u) << base);
-    return __shfl_sync(mask, v, 0, int(team));
+    return group_broadcast(mask, v, int(team));
   }
   if (threadIdx.x % team == 0) slots[round & 1][in_block] = v;
-  asm volatile("bar.sync %0, %1;" ::"r"(1 + in_block), "r"(team) : "memory");
+  named_barrier(1 + in_block, team);
   return slots[round & 1][in_block];
 }
 
