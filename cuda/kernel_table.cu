@@ -45,12 +45,19 @@ const void* vec_kernel(const LaunchParams& p, bool* by_part) {
       return reinterpret_cast<const void*>(&fused_vec_staged_kernel<In, Out, Cos, kR, kN, kDv>);
     return nullptr;
   }
-  if constexpr (F == VecFamily::kRows || F == VecFamily::kRowsOneRound) {
-    constexpr bool kOne = F == VecFamily::kRowsOneRound;
+  if constexpr (F == VecFamily::kRows || F == VecFamily::kRowsOneRound ||
+                F == VecFamily::kRowsDynamic || F == VecFamily::kRowsOneRoundDynamic) {
+    constexpr bool kOne = F == VecFamily::kRowsOneRound || F == VecFamily::kRowsOneRoundDynamic;
+    constexpr bool kDynamic = F == VecFamily::kRowsDynamic || F == VecFamily::kRowsOneRoundDynamic;
     if constexpr (kRowsKernel && kR > 0 && !(kOne && (kN > 0 || kDv == 0))) {
-      return by_index_form(p, [](auto form) {
-        return reinterpret_cast<const void*>(
-            &fused_vec_rows_kernel<In, Out, Cos, kR, kN, kDv, kOne, decltype(form)::value>);
+      return by_index_form(p, [](auto form) -> const void* {
+        constexpr int kForm = decltype(form)::value;
+        if constexpr (kDynamic && kForm == kIndexAny) {
+          return nullptr;  // the dynamic order in the fixed forms only
+        } else {
+          return reinterpret_cast<const void*>(
+              &fused_vec_rows_kernel<In, Out, Cos, kR, kN, kDv, kOne, kForm, kDynamic>);
+        }
       });
     }
     return nullptr;
@@ -142,6 +149,9 @@ const void* pick_vec(VecFamily f, const LaunchParams& p, bool* by_part) {
     case VecFamily::kBulk: return pick_family<VecFamily::kBulk>(p, by_part);
     case VecFamily::kRows: return pick_family<VecFamily::kRows>(p, by_part);
     case VecFamily::kRowsOneRound: return pick_family<VecFamily::kRowsOneRound>(p, by_part);
+    case VecFamily::kRowsDynamic: return pick_family<VecFamily::kRowsDynamic>(p, by_part);
+    case VecFamily::kRowsOneRoundDynamic:
+      return pick_family<VecFamily::kRowsOneRoundDynamic>(p, by_part);
     case VecFamily::kDecode: return pick_family<VecFamily::kDecode>(p, by_part);
     case VecFamily::kDecodeFew: return pick_family<VecFamily::kDecodeFew>(p, by_part);
     case VecFamily::kDecodeFlat: return pick_family<VecFamily::kDecodeFlat>(p, by_part);

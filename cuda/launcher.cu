@@ -178,7 +178,7 @@ const char* to_string(Path path) noexcept {
 }
 
 const char* path_name(const PreparedLaunch& l) noexcept {
-  if (l.path == Path::kRows && l.geometry.dynamic) return "rows-dynamic";
+  if (l.path == Path::kRows && l.rows_dynamic) return "rows-dynamic";
   return l.path == Path::kDecode && l.decode_flat ? "decode-flat" : to_string(l.path);
 }
 
@@ -260,6 +260,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   l.decode_by_part = false;
   l.decode_flat = false;
   l.decode_stream = false;
+  l.rows_dynamic = false;
   if (!vector_eligible(p)) {
     l.path = Path::kGeneric;
     l.kernel = reinterpret_cast<const void*>(pick_generic(p));
@@ -458,13 +459,18 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       }
       l.grid = dim3(grid);
       l.block = dim3(g.team * g.teams);
-      // Tokens past each team's third from the counter, where a team has at
-      // least tune.rows_dynamic of them (a measurement).
+      // The dynamic token order (a measurement): tokens past each team's
+      // third from the counter, where a team has at least tune.rows_dynamic.
       const std::uint64_t all_teams = std::uint64_t(grid) * g.teams;
-      g.dynamic = tune.rows_dynamic > 0 && std::uint64_t(p.nnz) > 3 * all_teams &&
-                          std::uint64_t(p.nnz) >= std::uint64_t(tune.rows_dynamic) * all_teams
-                      ? 1u
-                      : 0u;
+      if (tune.rows_dynamic > 0 && std::uint64_t(p.nnz) > 3 * all_teams &&
+          std::uint64_t(p.nnz) >= std::uint64_t(tune.rows_dynamic) * all_teams) {
+        const void* dynamic =
+            pick_vec(one_round ? VecFamily::kRowsOneRoundDynamic : VecFamily::kRowsDynamic, p);
+        if (dynamic != nullptr) {
+          l.kernel = dynamic;
+          l.rows_dynamic = true;
+        }
+      }
       l.geometry = g;
       return;
     }

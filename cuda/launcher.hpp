@@ -43,11 +43,13 @@ struct PreparedLaunch {
   bool decode_by_part = false;  // by part or role (fused_decode_kernel, flat: by role)
   bool decode_flat = false;     // over a 1D grid (fused_decode_flat_kernel)
   bool decode_stream = false;   // flat: inputs loaded evict-first (its own kernel)
+  bool rows_dynamic = false;    // the rows kernel in the dynamic token order (its own kernel)
   DecodeParams decode;
   BulkPlan bulk;  // the bulk kernel's third argument
 };
-// The path's name, "decode-flat" for the decode kernel's flat layout (tests,
-// the perf suite's labels).
+// The path's name, "decode-flat" for the decode kernel's flat layout,
+// "rows-dynamic" for the rows kernel's dynamic order (tests, the perf suite's
+// labels).
 const char* path_name(const PreparedLaunch& l) noexcept;
 
 // Chooses the kernel, geometry and grid of p and fills `out` (which keeps a

@@ -148,19 +148,20 @@ __device__ __forceinline__ void rows_token(const LaunchParams& p, const Divisors
   }
 }
 
-// The dynamic token order's counter (VecGeometry::dynamic, a measurement):
-// [0] tickets taken, [1] teams done; the last team done sets both back to 0,
-// so a launch finds them at 0 (launches of one stream run one after the
-// other: the rows kernel waits for the previous grid before it reads them).
+// The dynamic token order's counter (a measurement: the launcher's
+// rows_dynamic): [0] tickets taken, [1] teams done; the last team done sets
+// both back to 0, so a launch finds them at 0 (launches of one stream run
+// one after the other: the rows kernel waits for the previous grid before it
+// reads them).
 static __device__ unsigned int rows_tickets[2];
 
 // Lane 0's ticket to every lane of its team (a power of two of lanes, at
-// most 64, warp-aligned): through a register shuffle within a warp, else
-// through shared memory (two slots, used in turn) and the team's named
-// barrier.
+// most 64, warp-aligned; `in_block` its index in the block): through a
+// register shuffle within a warp, else through shared memory (two slots,
+// used in turn: `round` counts the calls) and the team's named barrier.
 __device__ __forceinline__ unsigned team_broadcast(unsigned v, std::uint32_t team,
-                                                   std::uint32_t in_block, unsigned round,
-                                                   unsigned (*slots)[kVecBlock / 32]) {
+                                                   std::uint32_t in_block, unsigned round) {
+  __shared__ unsigned slots[2][kVecBlock / 32];
   if (team <= 32) {
     const unsigned base = (threadIdx.x % 32) & ~(team - 1);
     const unsigned mask = (team == 32 ? 0xffffffffu : ((1u << team) - 1u) << base);
@@ -172,37 +173,45 @@ __device__ __forceinline__ unsigned team_broadcast(unsigned v, std::uint32_t tea
 }
 
 // Teams of g.team threads (rows_team), one token per team at a time
-// (grid-stride over tokens; with g.dynamic, past its third token a team
-// takes the next free one from rows_tickets); while the current token's
-// units are in flight, the index entries of the token after next and the
-// next token's first page-table look-up are on their way (faster than
-// loading only the next token's entries, slot mapping too:
+// (grid-stride over tokens; kDynamic: past its third token a team takes the
+// next free one from rows_tickets, a token ahead); while the current
+// token's units are in flight, the index entries of the token after next
+// and the next token's first page-table look-up are on their way (faster
+// than loading only the next token's entries, slot mapping too:
 // perf/RESULTS.md). kForm: the index arrays' form (index_view).
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, bool kOne, int kForm, int kIeee,
           bool kDynamic>
 __device__ __forceinline__ void rows_tokens(const LaunchParams& p, const VecGeometry& g,
                                             const Divisors& d) {
-  __shared__ unsigned slots[2][kVecBlock / 32];
   const std::uint32_t lane = threadIdx.x % g.team;
   const std::int64_t team_stride = std::int64_t(gridDim.x) * g.teams;
   std::int64_t t = std::int64_t(blockIdx.x) * g.teams + threadIdx.x / g.team;
-  unsigned pending = 0, round = 0;  // kDynamic: lane 0's next ticket; tickets taken
-  if (kDynamic && lane == 0) pending = atomicAdd(&rows_tickets[0], 1u);
+  // kDynamic: the next two tokens, lane 0's next ticket, the tickets taken.
+  std::int64_t t1 = 0, t2 = 0;
+  unsigned pending = 0, round = 0;
+  if constexpr (kDynamic) {
+    if (lane == 0) pending = atomicAdd(&rows_tickets[0], 1u);
+  }
   if (t >= p.nnz) return;  // (kDynamic: the launcher's promise, every team has 3 tokens)
+  if constexpr (kDynamic) {
+    t1 = t + team_stride;
+    t2 = t1 + team_stride;
+  }
   TokenIndices ix = load_token_indices(index_view<kForm>(p), t);
   // Three tokens in the pipeline: t (its page look-up begun a token ago),
-  // t1 (indices in), t2 (indices on their way).
+  // next (indices in), after (indices on their way).
   std::int64_t begin = plan_begin(index_view<kForm>(p), ix);
-  std::int64_t t1 = t + team_stride, t2 = t1 + team_stride;
   TokenIndices ix1, ix2;
-  if (t1 < p.nnz) ix1 = load_token_indices(index_view<kForm>(p), t1);
+  if (t + team_stride < p.nnz) ix1 = load_token_indices(index_view<kForm>(p), t + team_stride);
   while (true) {
     const TokenPlan plan = finish_plan(index_view<kForm>(p), ix, begin);
-    const bool more = t1 < p.nnz;
+    const std::int64_t next = kDynamic ? t1 : t + team_stride;
+    const bool more = next < p.nnz;
     std::int64_t begin1 = 0;
     if (more) {
       begin1 = plan_begin(index_view<kForm>(p), ix1);
-      if (t2 < p.nnz) ix2 = load_token_indices(index_view<kForm>(p), t2);
+      const std::int64_t after = kDynamic ? t2 : next + team_stride;
+      if (after < p.nnz) ix2 = load_token_indices(index_view<kForm>(p), after);
     }
     if (plan.write) {
       rows_token<In, Out, Cos, kR, kN, kDv, kOne, kIeee>(p, d, t, plan, lane, g.team);
@@ -210,16 +219,14 @@ __device__ __forceinline__ void rows_tokens(const LaunchParams& p, const VecGeom
       atomicAdd(p.skipped_tokens, 1ull);
     }
     if (!more) break;
-    t = t1;
-    t1 = t2;
+    t = next;
     ix = ix1;
     begin = begin1;
     ix1 = ix2;
     if constexpr (kDynamic) {
-      t2 = 3 * team_stride + team_broadcast(pending, g.team, threadIdx.x / g.team, round++, slots);
+      t1 = t2;
+      t2 = 3 * team_stride + team_broadcast(pending, g.team, threadIdx.x / g.team, round++);
       if (lane == 0 && t2 < p.nnz) pending = atomicAdd(&rows_tickets[0], 1u);
-    } else {
-      t2 = t1 + team_stride;
     }
   }
   if (kDynamic && lane == 0) {
@@ -234,7 +241,10 @@ __device__ __forceinline__ void rows_tokens(const LaunchParams& p, const VecGeom
 // kOne: every part of a token in one round (shapes without non-rotary parts,
 // launches whose query rope takes one round: the launcher's choice). kForm:
 // the index arrays' form, fixed where the launch has a common one.
-template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, bool kOne, int kForm>
+// kDynamic: the dynamic token order (a measurement; where no scale needs
+// IEEE division), a kernel of its own so that the rule's keep their code.
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, bool kOne, int kForm,
+          bool kDynamic = false>
 __global__ void __launch_bounds__(kVecBlock, kRowsMinBlocks)
     fused_vec_rows_kernel(const LaunchParams p, const VecGeometry g) {
   static_assert(kR > 0 && kR % kItem == 0 && kN % kItem == 0 && kDv % kItem == 0,
@@ -243,15 +253,11 @@ __global__ void __launch_bounds__(kVecBlock, kRowsMinBlocks)
   dependency_wait();
   if (g.early_trigger) dependents_launch();
   const Divisors d = load_divisors(p);
-  // The scale step's form, once for the launch (see encode8); the dynamic
-  // order (a body of its own, so the static one keeps its registers) only
-  // with the fast form.
+  // The scale step's form, once for the launch (see encode8).
   if (needs_ieee(d.q) || needs_ieee(d.k) || needs_ieee(d.v))
     rows_tokens<In, Out, Cos, kR, kN, kDv, kOne, kForm, 1, false>(p, g, d);
-  else if (g.dynamic)
-    rows_tokens<In, Out, Cos, kR, kN, kDv, kOne, kForm, 0, true>(p, g, d);
   else
-    rows_tokens<In, Out, Cos, kR, kN, kDv, kOne, kForm, 0, false>(p, g, d);
+    rows_tokens<In, Out, Cos, kR, kN, kDv, kOne, kForm, 0, kDynamic>(p, g, d);
 }
 
 }  // namespace gpu

@@ -46,8 +46,6 @@ struct VecGeometry {
   // With PDL: blocks let the next kernel launch when they start (1) or when
   // they exit (0). See the launcher.
   std::uint32_t early_trigger;
-  // The rows kernel: teams take their tokens past the third from a counter (1).
-  std::uint32_t dynamic;
 };
 
 // Element e (0..7) of eight packed 16-bit values.
