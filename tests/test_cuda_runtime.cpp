@@ -19,8 +19,8 @@
 
 namespace ropekv_test {  // tests/test_cuda_launcher.cu
 void set_bulk_tuning(bool on);
-void set_rows_tuning(int rows);         // 1: wherever it can, 0: the rule, -1: never
-void set_rows_dynamic_tuning(bool on);  // the rows kernel, tokens from the counter
+// 1: wherever it can (dynamic: in the dynamic token order), 0: the rule, -1: never
+void set_rows_tuning(int rows, bool dynamic = false);
 void set_decode_tuning(int decode);  // Tuning::decode (2: the flat decode layout wherever it can)
 std::string launch_path(const ropekv::Arguments& a);
 bool slots_flat_by_device();  // slot mapping flat within four L2s on this device
@@ -467,34 +467,30 @@ void expect_forms_match_host(const OverrideShape& sh, unsigned& seed,
 }
 
 // The rows kernel in each index form it is specialised on (and the run-time
-// form).
+// form); then in the dynamic token order (a measurement override: every
+// token once in both fixed forms, the run-time form keeping the static
+// order, launch after launch as the counter goes back to 0 at each launch's
+// end), at sizes past three tokens a team, teams of 64 lanes (two warps: the
+// named barrier), 32 (a warp) and 4 (part of a warp).
 TEST(CudaRuntime, RowsKernelIndexForms) {
   SKIP_WITHOUT_CUDA();
-  const OverrideShape shapes[] = {{3000, 32, 8, 128, 128, 0, 0.2},
-                                  {4000, 8, 1, 64, 64, 0, 0.1},
-                                  {2500, 32, 8, 128, 64, 0, 0.3}};
+  struct Case {
+    OverrideShape sh;
+    bool dynamic;
+  };
+  const Case cases[] = {
+      {{3000, 32, 8, 128, 128, 0, 0.2}, false}, {{4000, 8, 1, 64, 64, 0, 0.1}, false},
+      {{2500, 32, 8, 128, 64, 0, 0.3}, false},  {{9000, 32, 8, 128, 128, 0, 0.2}, true},
+      {{12001, 32, 8, 128, 64, 0, 0.1}, true},  {{70000, 8, 1, 64, 64, 0, 0.1}, true}};
   unsigned seed = 171;
-  ropekv_test::set_rows_tuning(1);
-  for (const OverrideShape& sh : shapes)
-    expect_forms_match_host(sh, seed, {"rows", "rows", "rows", "rows"});
+  for (const Case& c : cases) {
+    ropekv_test::set_rows_tuning(1, c.dynamic);
+    if (c.dynamic)
+      expect_forms_match_host(c.sh, seed, {"rows-dynamic", "rows", "rows-dynamic", "rows"});
+    else
+      expect_forms_match_host(c.sh, seed, {"rows", "rows", "rows", "rows"});
+  }
   ropekv_test::set_rows_tuning(0);
-}
-
-// The rows kernel's dynamic token order (a measurement override): every
-// token once, in both fixed index forms (the run-time form keeps the static
-// order), launch after launch (the counter goes back to 0 at each launch's
-// end). Sizes past three tokens a team; teams of 64 lanes (two warps: the
-// named barrier), 32 (a warp) and 4 (part of a warp).
-TEST(CudaRuntime, RowsKernelDynamicOrderMatchesHost) {
-  SKIP_WITHOUT_CUDA();
-  const OverrideShape shapes[] = {{9000, 32, 8, 128, 128, 0, 0.2},
-                                  {12001, 32, 8, 128, 64, 0, 0.1},
-                                  {70000, 8, 1, 64, 64, 0, 0.1}};
-  unsigned seed = 181;
-  ropekv_test::set_rows_dynamic_tuning(true);
-  for (const OverrideShape& sh : shapes)
-    expect_forms_match_host(sh, seed, {"rows-dynamic", "rows", "rows-dynamic", "rows"});
-  ropekv_test::set_rows_dynamic_tuning(false);
 }
 
 // The decode kernel's flat layout (a measurement override: the tokens' units
