@@ -92,7 +92,8 @@ struct Tuning {
   int rows_blocks = 0;
   // N > 0: the rows kernel's teams take their tokens past the third from a
   // device counter, in the order they ask, where a team has N tokens or more
-  // (a measurement).
+  // (a measurement: the counter is one a device, so launches that take it
+  // must not run at once on concurrent streams).
   int rows_dynamic = 0;
   int unused_ = 0;  // an even count of ints: the launcher's decision key has no padding
 };
