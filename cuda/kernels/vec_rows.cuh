@@ -265,9 +265,10 @@ __device__ __forceinline__ void rows_tokens_pipe(const LaunchParams& p, const Ve
   std::int64_t t = std::int64_t(blockIdx.x) * g.teams + threadIdx.x / g.team;
   if (t >= p.nnz) return;
   // The lane's cos and sin vectors within a row (floats), as load_unit_cos reads them.
-  const std::uint32_t sub = lane % kRs, half = kR / 2;
-  const bool neox = p.style == RopeStyle::kNeox;
-  const std::uint32_t c0 = neox ? 8 * sub : 4 * sub, c1 = neox ? 8 * sub + 4 : half / 2 + 4 * sub;
+  constexpr std::int64_t half = kR / 2;
+  std::int64_t first, shift;
+  unit_cos_first(p.style == RopeStyle::kNeox, half, lane % kRs, first, shift);
+  const std::int64_t c0 = first, c1 = shift + first;
   const std::int64_t row_bytes = p.cos_row_stride * 4;
   auto stage = [&](int slot, std::int64_t pos) {
     const char* row = p.cos_sin + pos * row_bytes;
