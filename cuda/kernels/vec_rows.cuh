@@ -45,14 +45,10 @@ struct RowWalk {
     dst_step = std::int64_t(step) * out_head_stride;
   }
   __device__ __forceinline__ bool live(std::int32_t k = 0) const { return k < left; }
-  __device__ __forceinline__ void load(std::int32_t k, uint4& a, uint4& b) const {
-    const uint4* x = reinterpret_cast<const uint4*>(src + k * src_step);
-    a = load_readonly(x);
-    b = load_readonly(x + kSubs);
-  }
-  // The same unit of the token `ahead` bytes of input further (rows_tokens_pipe).
-  __device__ __forceinline__ void load_ahead(std::int64_t ahead, std::int32_t k, uint4& a,
-                                             uint4& b) const {
+  // Unit k's inputs, of this token or (rows_tokens_pipe) of the token `ahead`
+  // bytes of input further.
+  __device__ __forceinline__ void load(std::int32_t k, uint4& a, uint4& b,
+                                       std::int64_t ahead = 0) const {
     const uint4* x = reinterpret_cast<const uint4*>(src + ahead + k * src_step);
     a = load_readonly(x);
     b = load_readonly(x + kSubs);
@@ -337,7 +333,7 @@ __device__ __forceinline__ void rows_tokens_pipe(const LaunchParams& p, const Ve
         encode_unit<In, Out, 0>(p.style, true, d.k, xk[0], xk[1], cv, sv, lo, hi);
         kr.store(0, lo, hi);
       }
-      if (more) kr.load_ahead(k_ahead, 0, xk[0], xk[1]);
+      if (more) kr.load(0, xk[0], xk[1], k_ahead);
     }
 #pragma unroll
     for (int k = 0; k < kQ; ++k)
@@ -346,14 +342,14 @@ __device__ __forceinline__ void rows_tokens_pipe(const LaunchParams& p, const Ve
           encode_unit<In, Out, 0>(p.style, true, d.q, xq[k][0], xq[k][1], cv, sv, lo, hi);
           qr.store(k, lo, hi);
         }
-        if (more) qr.load_ahead(q_ahead, k, xq[k][0], xq[k][1]);
+        if (more) qr.load(k, xq[k][0], xq[k][1], q_ahead);
       }
     if (v.live()) {
       if (plan.write) {
         encode_unit<In, Out, 0>(p.style, false, d.v, xv[0], xv[1], cv, sv, lo, hi);
         v.store(0, lo, hi);
       }
-      if (more) v.load_ahead(v_ahead, 0, xv[0], xv[1]);
+      if (more) v.load(0, xv[0], xv[1], v_ahead);
     }
     if (!more) break;
     t = next;
