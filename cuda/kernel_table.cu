@@ -62,21 +62,6 @@ const void* vec_kernel(const LaunchParams& p, bool* by_part) {
     }
     return nullptr;
   }
-  if constexpr (F == VecFamily::kRowsPipe) {
-    if constexpr (kRowsKernel && kAsyncCopy && kR > 0 && kN == 0 && kDv > 0 &&
-                  Cos == DType::kFloat32) {
-      return by_index_form(p, [](auto form) -> const void* {
-        constexpr int kForm = decltype(form)::value;
-        if constexpr (kForm == kIndexAny) {
-          return nullptr;
-        } else {
-          return reinterpret_cast<const void*>(
-              &fused_vec_rows_pipe_kernel<In, Out, kR, kDv, kForm>);
-        }
-      });
-    }
-    return nullptr;
-  }
   if constexpr (F == VecFamily::kBulk) {
     if constexpr (kBulkCopy)
       return reinterpret_cast<const void*>(&fused_vec_bulk_kernel<In, Out, Cos, kR, kN, kDv>);
@@ -167,7 +152,6 @@ const void* pick_vec(VecFamily f, const LaunchParams& p, bool* by_part) {
     case VecFamily::kRowsDynamic: return pick_family<VecFamily::kRowsDynamic>(p, by_part);
     case VecFamily::kRowsOneRoundDynamic:
       return pick_family<VecFamily::kRowsOneRoundDynamic>(p, by_part);
-    case VecFamily::kRowsPipe: return pick_family<VecFamily::kRowsPipe>(p, by_part);
     case VecFamily::kDecode: return pick_family<VecFamily::kDecode>(p, by_part);
     case VecFamily::kDecodeFew: return pick_family<VecFamily::kDecodeFew>(p, by_part);
     case VecFamily::kDecodeFlat: return pick_family<VecFamily::kDecodeFlat>(p, by_part);

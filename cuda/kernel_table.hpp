@@ -12,11 +12,10 @@ namespace gpu {
 // The vector paths' kernel families (cuda/kernels/). kRowsOneRound: the rows
 // kernel with every part of a token in one round (shapes without non-rotary
 // parts only); kRowsDynamic, kRowsOneRoundDynamic: the same in the dynamic
-// token order (a measurement; the fixed index forms only); kRowsPipe: the one-round kernel in
-// the pipelined token order (a measurement; fixed index forms, asynchronous copies). kDecodeFew: a
-// decode kernel's 64-register twin (kDecodeFewBlocks). kDecodeFlat: the decode kernel's packed
-// layout over a 1D grid (where the rows kernel's teams would take one token each; the specialised
-// shapes in the fixed index forms). kDecodeFlatStream: the same with evict-first input loads.
+// token order (a measurement; the fixed index forms only). kDecodeFew: a decode kernel's
+// 64-register twin (kDecodeFewBlocks). kDecodeFlat: the decode kernel's packed layout over a 1D
+// grid (where the rows kernel's teams would take one token each; the specialised shapes in the
+// fixed index forms). kDecodeFlatStream: the same with evict-first input loads.
 enum class VecFamily {
   kDirect,
   kStaged,
@@ -25,7 +24,6 @@ enum class VecFamily {
   kRowsOneRound,
   kRowsDynamic,
   kRowsOneRoundDynamic,
-  kRowsPipe,
   kDecode,
   kDecodeFew,
   kDecodeFlat,

@@ -45,7 +45,7 @@ constexpr std::size_t kDefaultShared = 48 * 1024;  // dynamic shared memory with
 
 std::atomic<int> g_tune_decode{0}, g_tune_trigger{0}, g_tune_bulk{0}, g_tune_rows{0},
     g_tune_decode_warps{0}, g_tune_flat_tables{0}, g_tune_flat_slots{0}, g_tune_rows_blocks{0},
-    g_tune_rows_dynamic{0}, g_tune_rows_pipe{0};
+    g_tune_rows_dynamic{0};
 
 // A device attribute of `dev` (Query's), read from the device once;
 // `fallback` where the query fails.
@@ -179,7 +179,6 @@ const char* to_string(Path path) noexcept {
 
 const char* path_name(const PreparedLaunch& l) noexcept {
   if (l.path == Path::kRows && l.rows_dynamic) return "rows-dynamic";
-  if (l.path == Path::kRows && l.rows_pipe) return "rows-pipe";
   return l.path == Path::kDecode && l.decode_flat ? "decode-flat" : to_string(l.path);
 }
 
@@ -193,7 +192,6 @@ void set_tuning(const Tuning& t) noexcept {
   g_tune_flat_slots.store(t.flat_slots, std::memory_order_relaxed);
   g_tune_rows_blocks.store(t.rows_blocks, std::memory_order_relaxed);
   g_tune_rows_dynamic.store(t.rows_dynamic, std::memory_order_relaxed);
-  g_tune_rows_pipe.store(t.rows_pipe, std::memory_order_relaxed);
 }
 Tuning tuning() noexcept {
   Tuning t;
@@ -206,7 +204,6 @@ Tuning tuning() noexcept {
   t.flat_slots = g_tune_flat_slots.load(std::memory_order_relaxed);
   t.rows_blocks = g_tune_rows_blocks.load(std::memory_order_relaxed);
   t.rows_dynamic = g_tune_rows_dynamic.load(std::memory_order_relaxed);
-  t.rows_pipe = g_tune_rows_pipe.load(std::memory_order_relaxed);
   return t;
 }
 
@@ -264,7 +261,6 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   l.decode_flat = false;
   l.decode_stream = false;
   l.rows_dynamic = false;
-  l.rows_pipe = false;
   if (!vector_eligible(p)) {
     l.path = Path::kGeneric;
     l.kernel = reinterpret_cast<const void*>(pick_generic(p));
@@ -473,19 +469,6 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
         if (dynamic != nullptr) {
           l.kernel = dynamic;
           l.rows_dynamic = true;
-        }
-      }
-      // The pipelined token order (a measurement): one-round launches whose
-      // key and value rows take at most one unit a lane.
-      if (tune.rows_pipe > 0 && !l.rows_dynamic && one_round &&
-          std::uint64_t(p.num_kv_heads) * g.rot_sub <= g.team &&
-          std::uint64_t(p.num_kv_heads) * g.v_sub <= g.team) {
-        const void* pipe = pick_vec(VecFamily::kRowsPipe, p);
-        const int pipe_per_sm = pipe != nullptr ? resident_per_sm(pipe, kVecBlock, 0, dev) : 0;
-        if (pipe_per_sm > 0) {
-          l.kernel = pipe;
-          l.rows_pipe = true;
-          if (tune.rows_blocks == 0) l.grid = dim3(grid_for(blocks, 1, sms, unsigned(pipe_per_sm)));
         }
       }
       l.geometry = g;

@@ -44,13 +44,12 @@ struct PreparedLaunch {
   bool decode_flat = false;     // over a 1D grid (fused_decode_flat_kernel)
   bool decode_stream = false;   // flat: inputs loaded evict-first (its own kernel)
   bool rows_dynamic = false;    // the rows kernel in the dynamic token order (its own kernel)
-  bool rows_pipe = false;       // the rows kernel in the pipelined token order (its own kernel)
   DecodeParams decode;
   BulkPlan bulk;  // the bulk kernel's third argument
 };
 // The path's name, "decode-flat" for the decode kernel's flat layout,
-// "rows-dynamic" and "rows-pipe" for the rows kernel's dynamic and pipelined
-// orders (tests, the perf suite's labels).
+// "rows-dynamic" for the rows kernel's dynamic order (tests, the perf suite's
+// labels).
 const char* path_name(const PreparedLaunch& l) noexcept;
 
 // Chooses the kernel, geometry and grid of p and fills `out` (which keeps a
@@ -96,10 +95,7 @@ struct Tuning {
   // (a measurement: the counter is one a device, so launches that take it
   // must not run at once on concurrent streams).
   int rows_dynamic = 0;
-  // 1: the one-round rows kernel in the pipelined token order where it has
-  // one (a lane loads its next token's units as it stores its current
-  // token's; a measurement).
-  int rows_pipe = 0;
+  int unused_ = 0;  // an even count of ints: the launcher's decision key has no padding
 };
 void set_tuning(const Tuning& t) noexcept;
 Tuning tuning() noexcept;

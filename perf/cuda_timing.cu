@@ -467,8 +467,6 @@ bool set_cuda_tuning(const std::string& spec) {
       t.flat_slots = value;
     else if (key == "rows_blocks")
       t.rows_blocks = value;
-    else if (key == "rows_pipe")
-      t.rows_pipe = value;
     else if (key == "rows_dynamic")
       t.rows_dynamic = value;
     else

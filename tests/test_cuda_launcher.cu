@@ -26,12 +26,11 @@ void set_bulk_tuning(bool on) {
   }
   ropekv::detail::gpu::set_tuning(t);
 }
-void set_rows_tuning(int rows, int order) {
+void set_rows_tuning(int rows, bool dynamic) {
   ropekv::detail::gpu::Tuning t;
   if (rows > 0) t.decode = -1;  // every launch on a vector path, so the rows kernel wherever it can
   t.rows = rows;
-  t.rows_dynamic = order == 1 ? 1 : 0;
-  t.rows_pipe = order == 2 ? 1 : 0;
+  t.rows_dynamic = dynamic ? 1 : 0;
   ropekv::detail::gpu::set_tuning(t);
 }
 void set_decode_tuning(int decode) {

@@ -19,9 +19,8 @@
 
 namespace ropekv_test {  // tests/test_cuda_launcher.cu
 void set_bulk_tuning(bool on);
-// 1: wherever it can, 0: the rule, -1: never; order 1: the dynamic token
-// order, 2: the pipelined token order (measurement overrides)
-void set_rows_tuning(int rows, int order = 0);
+// 1: wherever it can (dynamic: in the dynamic token order), 0: the rule, -1: never
+void set_rows_tuning(int rows, bool dynamic = false);
 void set_decode_tuning(int decode);  // Tuning::decode (2: the flat decode layout wherever it can)
 std::string launch_path(const ropekv::Arguments& a);
 bool slots_flat_by_device();  // slot mapping flat within four L2s on this device
@@ -369,7 +368,6 @@ TEST(CudaRuntime, DecodeBodiesMatchHost) {
 struct OverrideShape {
   std::int64_t nnz, hq, hk, d, r, token_pad;
   double pad;
-  RopeStyle style = RopeStyle::kNeox;
 };
 // The override tests' first cases: the three specialised GQA shapes, one
 // token to thousands, padding.
@@ -429,7 +427,6 @@ TEST(CudaRuntime, RowsKernelMatchesHost) {
 void expect_forms_match_host(const OverrideShape& sh, unsigned& seed,
                              const char* const (&paths)[4]) {
   Problem pb(sh.nnz, sh.hq, sh.hk, sh.d, sh.r, sh.token_pad, seed++);
-  pb.style = sh.style;
   pb.pages = (sh.nnz + pb.ps - 1) / pb.ps + 3;
   pb.reindex(seed++, sh.pad);
   const Outputs want = host_reference(pb);
@@ -474,33 +471,24 @@ void expect_forms_match_host(const OverrideShape& sh, unsigned& seed,
 // token once in both fixed forms, the run-time form keeping the static
 // order, launch after launch as the counter goes back to 0 at each launch's
 // end), at sizes past three tokens a team, teams of 64 lanes (two warps: the
-// named barrier), 32 (a warp) and 4 (part of a warp); then in the pipelined
-// token order (a measurement override: the one-round launches in both fixed
-// forms, teams of 64, 32 and 16 lanes, both RoPE styles; a launch of more
-// than one round keeps the rule's order).
+// named barrier), 32 (a warp) and 4 (part of a warp).
 TEST(CudaRuntime, RowsKernelIndexForms) {
   SKIP_WITHOUT_CUDA();
   struct Case {
     OverrideShape sh;
-    int order;          // 0 the rule's, 1 dynamic, 2 pipelined
-    const char* fixed;  // the fixed forms' path
+    bool dynamic;
   };
-  const RopeStyle inter = RopeStyle::kInterleaved;
-  const Case cases[] = {{{3000, 32, 8, 128, 128, 0, 0.2}, 0, "rows"},
-                        {{4000, 8, 1, 64, 64, 0, 0.1}, 0, "rows"},
-                        {{2500, 32, 8, 128, 64, 0, 0.3}, 0, "rows"},
-                        {{9000, 32, 8, 128, 128, 0, 0.2}, 1, "rows-dynamic"},
-                        {{12001, 32, 8, 128, 64, 0, 0.1}, 1, "rows-dynamic"},
-                        {{70000, 8, 1, 64, 64, 0, 0.1}, 1, "rows-dynamic"},
-                        {{9000, 32, 8, 128, 128, 0, 0.2}, 2, "rows-pipe"},
-                        {{12001, 32, 8, 128, 128, 0, 0.1, inter}, 2, "rows-pipe"},
-                        {{20000, 16, 4, 128, 128, 0, 0.3, inter}, 2, "rows-pipe"},
-                        {{30001, 8, 2, 128, 128, 0, 0.1}, 2, "rows-pipe"},
-                        {{6000, 64, 8, 64, 64, 0, 0.1}, 2, "rows"}};
+  const Case cases[] = {
+      {{3000, 32, 8, 128, 128, 0, 0.2}, false}, {{4000, 8, 1, 64, 64, 0, 0.1}, false},
+      {{2500, 32, 8, 128, 64, 0, 0.3}, false},  {{9000, 32, 8, 128, 128, 0, 0.2}, true},
+      {{12001, 32, 8, 128, 64, 0, 0.1}, true},  {{70000, 8, 1, 64, 64, 0, 0.1}, true}};
   unsigned seed = 171;
   for (const Case& c : cases) {
-    ropekv_test::set_rows_tuning(1, c.order);
-    expect_forms_match_host(c.sh, seed, {c.fixed, "rows", c.fixed, "rows"});
+    ropekv_test::set_rows_tuning(1, c.dynamic);
+    if (c.dynamic)
+      expect_forms_match_host(c.sh, seed, {"rows-dynamic", "rows", "rows-dynamic", "rows"});
+    else
+      expect_forms_match_host(c.sh, seed, {"rows", "rows", "rows", "rows"});
   }
   ropekv_test::set_rows_tuning(0);
 }

@@ -45,11 +45,8 @@ struct RowWalk {
     dst_step = std::int64_t(step) * out_head_stride;
   }
   __device__ __forceinline__ bool live(std::int32_t k = 0) const { return k < left; }
-  // Unit k's inputs, of this token or (rows_tokens_pipe) of the token `ahead`
-  // bytes of input further.
-  __device__ __forceinline__ void load(std::int32_t k, uint4& a, uint4& b,
-                                       std::int64_t ahead = 0) const {
-    const uint4* x = reinterpret_cast<const uint4*>(src + ahead + k * src_step);
+  __device__ __forceinline__ void load(std::int32_t k, uint4& a, uint4& b) const {
+    const uint4* x = reinterpret_cast<const uint4*>(src + k * src_step);
     a = load_readonly(x);
     b = load_readonly(x + kSubs);
   }
@@ -239,141 +236,6 @@ __device__ __forceinline__ void rows_tokens(const LaunchParams& p, const VecGeom
       atomicExch(&rows_tickets[1], 0u);
     }
   }
-}
-
-// The pipelined token order (a measurement: the launcher's rows_pipe; one-round
-// shapes, fixed index forms, fp32 cos/sin, the vendor layer's asynchronous
-// copies): as a lane stores a unit of its token it loads the same unit of its
-// next token into the registers just freed, so that its loads stay in flight
-// through the encoding (the rule's loop issues a token's loads only once the
-// previous token's units are stored); the lane's cos/sin values reach shared
-// memory a token ahead by asynchronous copies. A padding token's inputs are
-// read (the contract allows it); its cos/sin row is not.
-template <DType In, DType Out, int kR, int kDv, int kForm>
-__device__ __forceinline__ void rows_tokens_pipe(const LaunchParams& p, const VecGeometry& g,
-                                                 const Divisors& d) {
-  constexpr int kRs = kR / kItem, kVs = kDv / kItem, kQ = kRowsQueryUnits;
-  // Two tokens' cos/sin values a thread: 4 vectors of 4 floats, thread-major.
-  __shared__ uint4 ring[2][4][kVecBlock];
-  const std::uint32_t lane = threadIdx.x % g.team, hq = std::uint32_t(p.num_q_heads),
-                      hk = std::uint32_t(p.num_kv_heads);
-  const std::int64_t stride = std::int64_t(gridDim.x) * g.teams;
-  std::int64_t t = std::int64_t(blockIdx.x) * g.teams + threadIdx.x / g.team;
-  if (t >= p.nnz) return;
-  // The lane's cos and sin vectors within a row (floats), as load_unit_cos reads them.
-  constexpr std::int64_t half = kR / 2;
-  std::int64_t first, shift;
-  unit_cos_first(p.style == RopeStyle::kNeox, half, lane % kRs, first, shift);
-  const std::int64_t c0 = first, c1 = shift + first;
-  const std::int64_t row_bytes = p.cos_row_stride * 4;
-  auto stage = [&](int slot, std::int64_t pos) {
-    const char* row = p.cos_sin + pos * row_bytes;
-    async_copy16(&ring[slot][0][threadIdx.x], reinterpret_cast<const uint4*>(row + 4 * c0));
-    async_copy16(&ring[slot][1][threadIdx.x], reinterpret_cast<const uint4*>(row + 4 * c1));
-    async_copy16(&ring[slot][2][threadIdx.x],
-                 reinterpret_cast<const uint4*>(row + 4 * (half + c0)));
-    async_copy16(&ring[slot][3][threadIdx.x],
-                 reinterpret_cast<const uint4*>(row + 4 * (half + c1)));
-  };
-  // Input bytes from one of the lane's tokens to its next, per input tensor.
-  const std::int64_t k_ahead = stride * p.k_rope.token_stride * 2,
-                     v_ahead = stride * p.v.token_stride * 2,
-                     q_ahead = stride * p.q_rope.token_stride * 2;
-  TokenIndices ix = load_token_indices(index_view<kForm>(p), t), ix1, ix2;
-  std::int64_t begin = plan_begin(index_view<kForm>(p), ix);
-  if (t + stride < p.nnz) ix1 = load_token_indices(index_view<kForm>(p), t + stride);
-  // The first token's units, then its cos/sin.
-  uint4 xk[2], xv[2], xq[kQ][2];
-  {
-    char* none = p.q_rope_out.data;  // (stores come later, from the walks with the plan)
-    const RowWalk<kRs> kr(p.k_rope, t, none, 0, hk, lane, g.team);
-    const RowWalk<kVs> v(p.v, t, none, 0, hk, lane, g.team);
-    const RowWalk<kRs> qr(p.q_rope, t, none, 0, hq, lane, g.team);
-    if (kr.live()) kr.load(0, xk[0], xk[1]);
-    if (v.live()) v.load(0, xv[0], xv[1]);
-#pragma unroll
-    for (int k = 0; k < kQ; ++k)
-      if (qr.live(k)) qr.load(k, xq[k][0], xq[k][1]);
-  }
-  if (ix.key >= 0) stage(0, ix.pos);
-  async_commit();
-  for (int slot = 0;; slot ^= 1) {
-    const TokenPlan plan = finish_plan(index_view<kForm>(p), ix, begin);
-    const std::int64_t next = t + stride;
-    const bool more = next < p.nnz;
-    std::int64_t begin1 = 0;
-    if (more) {
-      begin1 = plan_begin(index_view<kForm>(p), ix1);
-      if (next + stride < p.nnz) ix2 = load_token_indices(index_view<kForm>(p), next + stride);
-      if (ix1.key >= 0) stage(slot ^ 1, ix1.pos);
-    }
-    async_commit();   // (possibly empty: one group a token)
-    async_wait<1>();  // this token's cos/sin
-    float cv[8], sv[8];
-    if (plan.write) {
-      const uint4 a = ring[slot][0][threadIdx.x], b = ring[slot][1][threadIdx.x],
-                  c = ring[slot][2][threadIdx.x], e = ring[slot][3][threadIdx.x];
-      const float4 fa = reinterpret_cast<const float4&>(a), fb = reinterpret_cast<const float4&>(b),
-                   fc = reinterpret_cast<const float4&>(c), fe = reinterpret_cast<const float4&>(e);
-      cv[0] = fa.x, cv[1] = fa.y, cv[2] = fa.z, cv[3] = fa.w;
-      cv[4] = fb.x, cv[5] = fb.y, cv[6] = fb.z, cv[7] = fb.w;
-      sv[0] = fc.x, sv[1] = fc.y, sv[2] = fc.z, sv[3] = fc.w;
-      sv[4] = fe.x, sv[5] = fe.y, sv[6] = fe.z, sv[7] = fe.w;
-    }
-    const RowWalk<kRs> kr(p.k_rope, t, p.k_cache_rope.row(plan.page, plan.entry, 0, 1),
-                          p.k_cache_rope.stride[2], hk, lane, g.team);
-    const RowWalk<kVs> v(p.v, t, p.v_cache.row(plan.page, plan.entry, 0, 1), p.v_cache.stride[2],
-                         hk, lane, g.team);
-    const RowWalk<kRs> qr(p.q_rope, t, p.q_rope_out.row(t, 0, 1), p.q_rope_out.head_stride, hq,
-                          lane, g.team);
-    // Each unit: its codes and stores (not padding), then the next token's same unit.
-    uint2 lo, hi;
-    if (kr.live()) {
-      if (plan.write) {
-        encode_unit<In, Out, 0>(p.style, true, d.k, xk[0], xk[1], cv, sv, lo, hi);
-        kr.store(0, lo, hi);
-      }
-      if (more) kr.load(0, xk[0], xk[1], k_ahead);
-    }
-#pragma unroll
-    for (int k = 0; k < kQ; ++k)
-      if (qr.live(k)) {
-        if (plan.write) {
-          encode_unit<In, Out, 0>(p.style, true, d.q, xq[k][0], xq[k][1], cv, sv, lo, hi);
-          qr.store(k, lo, hi);
-        }
-        if (more) qr.load(k, xq[k][0], xq[k][1], q_ahead);
-      }
-    if (v.live()) {
-      if (plan.write) {
-        encode_unit<In, Out, 0>(p.style, false, d.v, xv[0], xv[1], cv, sv, lo, hi);
-        v.store(0, lo, hi);
-      }
-      if (more) v.load(0, xv[0], xv[1], v_ahead);
-    }
-    if (!more) break;
-    t = next;
-    ix = ix1;
-    begin = begin1;
-    ix1 = ix2;
-  }
-}
-
-// The rows kernel in the pipelined token order (its own kernel, so that the
-// rule's keep their code): one-round shapes, fixed index forms; a launch whose
-// scales need IEEE division takes the rule's loop.
-template <DType In, DType Out, int kR, int kDv, int kForm>
-__global__ void __launch_bounds__(kVecBlock, kRowsMinBlocks)
-    fused_vec_rows_pipe_kernel(const LaunchParams p, const VecGeometry g) {
-  static_assert(kR > 0 && kR % kItem == 0 && kDv > 0 && kDv % kItem == 0 && kForm != kIndexAny,
-                "the pipelined rows kernel takes the one-round shapes in a fixed index form");
-  dependency_wait();
-  if (g.early_trigger) dependents_launch();
-  const Divisors d = load_divisors(p);
-  if (needs_ieee(d.q) || needs_ieee(d.k) || needs_ieee(d.v))
-    rows_tokens<In, Out, DType::kFloat32, kR, 0, kDv, true, kForm, 1, false>(p, g, d);
-  else
-    rows_tokens_pipe<In, Out, kR, kDv, kForm>(p, g, d);
 }
 
 // kOne: every part of a token in one round (shapes without non-rotary parts,

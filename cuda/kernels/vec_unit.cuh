@@ -269,38 +269,23 @@ __device__ __forceinline__ void vec_issue(const LaunchParams& p, const VecGeomet
   it.b = load_readonly(x + part_half<kR, kN, kDv>(g, it.part) / 8 + it.sub);
 }
 
-// Where rotary unit `sub`'s (see VecUnit) cos values lie in a cos/sin row
-// with rot_half = R/2 (elements): four from `first`, four from `shift + first`;
-// its sin values rot_half further. NeoX pairs 8 sub + e; interleaved pairs
-// 4 sub + e (e < 4) and R/4 + 4 sub + e.
-__device__ __forceinline__ void unit_cos_first(bool neox, std::int64_t half, std::uint32_t sub,
-                                               std::int64_t& first, std::int64_t& shift) {
-  if (neox) {
-    first = 8 * std::int64_t(sub);
-    shift = 4;
-  } else {
-    first = 4 * std::int64_t(sub);
-    shift = half / 2;
-  }
-}
-// The lane's cos and sin values for rotary unit `sub` of a cos/sin row `cs`.
+// The lane's cos and sin values for rotary unit `sub` (see VecUnit) of a
+// cos/sin row `cs` with rot_half = R/2: NeoX pairs 8 sub + e; interleaved
+// pairs 4 sub + e (e < 4) and R/4 + 4 sub + e.
 template <DType Cos>
 __device__ __forceinline__ void load_unit_cos(RopeStyle style, std::uint32_t rot_half,
                                               const char* cs, std::uint32_t sub, float (&cv)[8],
                                               float (&sv)[8]) {
   const std::int64_t half = rot_half;
   if (__builtin_expect(style == RopeStyle::kNeox, 1)) {
-    std::int64_t first, shift;  // (shift = 4: load_cos8 reads both fours)
-    unit_cos_first(true, half, sub, first, shift);
-    load_cos8<Cos>(cs, first, cv);
-    load_cos8<Cos>(cs, half + first, sv);
+    load_cos8<Cos>(cs, 8 * std::int64_t(sub), cv);
+    load_cos8<Cos>(cs, half + 8 * std::int64_t(sub), sv);
   } else {
-    std::int64_t first, shift;
-    unit_cos_first(false, half, sub, first, shift);
-    load_cos4<Cos>(cs, first, cv);
-    load_cos4<Cos>(cs, shift + first, cv + 4);
-    load_cos4<Cos>(cs, half + first, sv);
-    load_cos4<Cos>(cs, half + shift + first, sv + 4);
+    const std::int64_t q = half / 2;
+    load_cos4<Cos>(cs, 4 * std::int64_t(sub), cv);
+    load_cos4<Cos>(cs, q + 4 * std::int64_t(sub), cv + 4);
+    load_cos4<Cos>(cs, half + 4 * std::int64_t(sub), sv);
+    load_cos4<Cos>(cs, half + q + 4 * std::int64_t(sub), sv + 4);
   }
 }
 
