@@ -14,6 +14,13 @@
 namespace ropekv {
 namespace detail {
 namespace gpu {
+
+#ifdef ROPEKV_ROWS_TRACE
+void rows_trace_copy(unsigned long long* out) {
+  cudaMemcpyFromSymbol(out, rows_trace, sizeof rows_trace);
+}
+#endif
+
 namespace {
 
 // The index form for p of the kernels specialised on it (decode, rows): one

@@ -242,13 +242,21 @@ constexpr int kFlatTablesL2s = 4;
 // the H200 (37 GB/s) up to 10% slower (perf/RESULTS.md; HIP takes the same
 // rule, unmeasured).
 constexpr double kFlatSlotsDramPerSm = 30e9;
+bool low_dram_per_sm(int dev) {
+  const double per_sm = dram_bytes_per_sm(dev);
+  return per_sm > 0 && per_sm < kFlatSlotsDramPerSm;
+}
 // L2s of bytes up to which a launch takes the flat layout (0: none).
 int flat_l2s(bool by_role, int dev, const Tuning& tune) {
   if (by_role) return tune.flat_tables != 0 ? tune.flat_tables : kFlatTablesL2s;
   if (tune.flat_slots != 0) return tune.flat_slots;
-  const double per_sm = dram_bytes_per_sm(dev);
-  return per_sm > 0 && per_sm < kFlatSlotsDramPerSm ? kFlatTablesL2s : 0;
+  return low_dram_per_sm(dev) ? kFlatTablesL2s : 0;
 }
+// The rows kernel's grid on those devices: up to this many waves of resident
+// blocks, so that blocks start as others finish and the multiprocessors that
+// stream faster take more tokens (a wave's teams finish up to 20% apart:
+// perf/RESULTS.md); one wave elsewhere (the H200: four waves up to 5% slower).
+constexpr unsigned kRowsWavesLowDram = 4;
 
 // The launch decision for p on `dev`: path, kernel, grid, block, dynamic
 // shared memory and geometry (not the call's own fields: stream, params,
@@ -392,8 +400,9 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       return;
     }
   }
-  // Vector kernels: at most one wave of resident blocks, teams loop over
-  // tokens (and prefetch the next token's indices). Large launches take the
+  // Vector kernels: at most one wave of resident blocks (the rows kernel
+  // kRowsWavesLowDram on some devices), teams loop over tokens (and
+  // prefetch the next token's indices). Large launches take the
   // staged kernel where the vendor has asynchronous copies (and it fits).
   // Under PDL their blocks let the next kernel launch when they exit.
   g.early_trigger = tune.pdl_trigger > 0 ? 1u : 0u;
@@ -452,6 +461,8 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       unsigned grid = grid_for(blocks, 1, sms, unsigned(rows_per_sm));
       if (tune.rows_blocks > 0) {
         grid = unsigned(tune.rows_blocks);
+      } else if (tune.rows_blocks == 0 && tune.rows_dynamic == 0 && low_dram_per_sm(dev)) {
+        grid = unsigned(std::min<std::uint64_t>(blocks, std::uint64_t(grid) * kRowsWavesLowDram));
       } else if (tune.rows_blocks < 0) {
         const std::uint64_t teams = g.teams, per_round = std::uint64_t(grid) * teams;
         const std::uint64_t rounds = (std::uint64_t(p.nnz) + per_round - 1) / per_round;

@@ -88,7 +88,7 @@ struct Tuning {
   // (-1); the rule: four on devices of low DRAM bandwidth a multiprocessor.
   int flat_slots = 0;
   // The rows kernel's grid: N blocks (N > 0, past one wave too), or the
-  // fewest blocks that keep the rule's rounds a team (-1).
+  // fewest blocks that keep one wave's rounds a team (-1).
   int rows_blocks = 0;
   // N > 0: the rows kernel's teams take their tokens past the third from a
   // device counter, in the order they ask, where a team has N tokens or more
@@ -98,6 +98,10 @@ struct Tuning {
   int unused_ = 0;  // an even count of ints: the launcher's decision key has no padding
 };
 void set_tuning(const Tuning& t) noexcept;
+#ifdef ROPEKV_ROWS_TRACE
+// A measurement build's rows-kernel trace (cuda/kernels/vec_rows.cuh), 8192 x 64 values.
+void rows_trace_copy(unsigned long long* out);
+#endif
 Tuning tuning() noexcept;
 
 // The launcher's occupancy cache (one entry per (kernel, block size,

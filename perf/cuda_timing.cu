@@ -439,7 +439,20 @@ GpuTiming cuda_time(const Shape& s, std::int64_t nnz, const GpuCase& c) {
   return t;
 }
 
-void cuda_release() { current().reset(); }
+void cuda_release() {
+#ifdef ROPEKV_ROWS_TRACE
+  // The last rows launch's trace (a measurement build: scripts/gpu_rows_trace.sh).
+  if (const char* out = std::getenv("ROPEKV_ROWS_TRACE_OUT")) {
+    std::vector<unsigned long long> trace(8192 * 64);
+    ropekv::detail::gpu::rows_trace_copy(trace.data());
+    if (std::FILE* f = std::fopen(out, "wb")) {
+      std::fwrite(trace.data(), sizeof trace[0], trace.size(), f);
+      std::fclose(f);
+    }
+  }
+#endif
+  current().reset();
+}
 
 bool set_cuda_tuning(const std::string& spec) {
   ropekv::detail::gpu::Tuning t;

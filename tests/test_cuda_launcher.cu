@@ -528,10 +528,11 @@ TEST(CudaLauncher, PageTablesFlatWithinFourL2sStreamingPastOne) {
   EXPECT_EQ(kept.path, gpu::Path::kRows);
 }
 
-// The rows kernel's grid override (a measurement tool): N blocks as asked,
-// past the one wave of resident blocks too; -1 the fewest blocks that keep
-// the rule's tokens a team.
-TEST(CudaLauncher, RowsGridOverride) {
+// The rows kernel's grid: the rule's (one wave of resident blocks, four
+// where DRAM bandwidth a multiprocessor is low), and the override (a
+// measurement tool): N blocks as asked, past one wave too; -1 the fewest
+// blocks that keep one wave's tokens a team.
+TEST(CudaLauncher, RowsGridRuleAndOverride) {
   if (!backend_available(Backend::kCuda))
     GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)";
   const std::uintptr_t base = std::uintptr_t(1) << 32;
@@ -540,6 +541,17 @@ TEST(CudaLauncher, RowsGridOverride) {
   const std::int64_t nnz = 5 * per_l2 + 7;  // past four L2s: the rows kernel
   const gpu::PreparedLaunch rule = decide(page_table_params(nnz, base));
   ASSERT_EQ(rule.path, gpu::Path::kRows);
+  // The rule's grid: one wave of resident blocks, four on devices of low
+  // DRAM bandwidth a multiprocessor (the launch has more blocks of work).
+  int per_sm = 0;
+  ASSERT_EQ(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rule.kernel, int(rule.block.x), 0),
+      cudaSuccess);
+  const std::int64_t wave = std::int64_t(multiprocessors()) * per_sm;
+  const std::int64_t teams = rule.geometry.teams;
+  ASSERT_GT(wave, 0);
+  ASSERT_GT((nnz + teams - 1) / teams, 4 * wave);
+  EXPECT_EQ(std::int64_t(rule.grid.x), ropekv_test::slots_flat_by_device() ? 4 * wave : wave);
   gpu::Tuning t;
   t.rows_blocks = int(3 * rule.grid.x);
   gpu::set_tuning(t);
@@ -552,13 +564,11 @@ TEST(CudaLauncher, RowsGridOverride) {
   EXPECT_EQ(waves.kernel, rule.kernel);
   EXPECT_EQ(waves.grid.x, 3 * rule.grid.x);
   ASSERT_EQ(even.path, gpu::Path::kRows);
-  const std::int64_t teams = rule.geometry.teams;
-  const auto rounds = [&](unsigned grid) {
-    return (nnz + std::int64_t(grid) * teams - 1) / (std::int64_t(grid) * teams);
-  };
-  EXPECT_LE(even.grid.x, rule.grid.x);
-  EXPECT_EQ(rounds(even.grid.x), rounds(rule.grid.x));
-  EXPECT_GT(rounds(even.grid.x - 1), rounds(rule.grid.x)) << "not the fewest blocks";
+  const auto rounds = [&](std::int64_t grid) { return (nnz + grid * teams - 1) / (grid * teams); };
+  // The fewest blocks that keep one wave's rounds a team.
+  EXPECT_LE(std::int64_t(even.grid.x), wave);
+  EXPECT_EQ(rounds(even.grid.x), rounds(wave));
+  EXPECT_GT(rounds(even.grid.x - 1), rounds(wave)) << "not the fewest blocks";
 }
 
 // The MLA kernels' 64-register twin (kernels/decode.cuh, kDecodeFewBlocks):

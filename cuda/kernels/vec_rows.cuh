@@ -172,6 +172,26 @@ __device__ __forceinline__ unsigned team_broadcast(unsigned v, std::uint32_t tea
   return slots[round & 1][in_block];
 }
 
+#ifdef ROPEKV_ROWS_TRACE
+// A measurement build's trace of the rows kernel (scripts/gpu_rows_trace.sh):
+// per team (lane 0), the global timer (ns) at its start and after each of
+// its tokens' stores are issued, 0 after the last, its multiprocessor last.
+constexpr int kRowsTraceTeams = 8192, kRowsTraceSlots = 64;
+__device__ unsigned long long rows_trace[kRowsTraceTeams][kRowsTraceSlots];
+__device__ __forceinline__ void rows_trace_mark(std::uint32_t team, int& slot, bool last) {
+  if (team >= kRowsTraceTeams) return;
+  unsigned long long now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  if (slot < kRowsTraceSlots - 2) rows_trace[team][slot++] = now;
+  if (last) {
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    rows_trace[team][slot] = 0;
+    rows_trace[team][kRowsTraceSlots - 1] = sm;
+  }
+}
+#endif
+
 // Teams of g.team threads (rows_team), one token per team at a time
 // (grid-stride over tokens; kDynamic: past its third token a team takes the
 // next free one from rows_tickets, a token ahead); while the current
@@ -192,6 +212,11 @@ __device__ __forceinline__ void rows_tokens(const LaunchParams& p, const VecGeom
   if constexpr (kDynamic) {
     if (lane == 0) pending = atomicAdd(&rows_tickets[0], 1u);
   }
+#ifdef ROPEKV_ROWS_TRACE
+  const std::uint32_t trace_team = blockIdx.x * g.teams + threadIdx.x / g.team;
+  int trace_slot = 0;
+  if (lane == 0) rows_trace_mark(trace_team, trace_slot, t >= p.nnz);
+#endif
   if (t >= p.nnz) return;  // (kDynamic: the launcher's promise, every team has 3 tokens)
   if constexpr (kDynamic) {
     t1 = t + team_stride;
@@ -218,6 +243,9 @@ __device__ __forceinline__ void rows_tokens(const LaunchParams& p, const VecGeom
     } else if (plan.bad && lane == 0 && p.skipped_tokens != nullptr) {
       atomicAdd(p.skipped_tokens, 1ull);
     }
+#ifdef ROPEKV_ROWS_TRACE
+    if (lane == 0) rows_trace_mark(trace_team, trace_slot, !more);
+#endif
     if (!more) break;
     t = next;
     ix = ix1;
