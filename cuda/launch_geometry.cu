@@ -139,6 +139,7 @@ VecGeometry geometry(const LaunchParams& p, int sms, bool* staged) {
   g.team = team < max_team ? team : max_team;
   g.teams = kVecBlock / g.team;
   g.early_trigger = 0;
+  g.guided_blocks = 0;
   return g;
 }
 

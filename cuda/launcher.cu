@@ -45,7 +45,7 @@ constexpr std::size_t kDefaultShared = 48 * 1024;  // dynamic shared memory with
 
 std::atomic<int> g_tune_decode{0}, g_tune_trigger{0}, g_tune_bulk{0}, g_tune_rows{0},
     g_tune_decode_warps{0}, g_tune_flat_tables{0}, g_tune_flat_slots{0}, g_tune_rows_blocks{0},
-    g_tune_rows_dynamic{0};
+    g_tune_rows_dynamic{0}, g_tune_rows_guided{0};
 
 // A device attribute of `dev` (Query's), read from the device once;
 // `fallback` where the query fails.
@@ -192,6 +192,7 @@ void set_tuning(const Tuning& t) noexcept {
   g_tune_flat_slots.store(t.flat_slots, std::memory_order_relaxed);
   g_tune_rows_blocks.store(t.rows_blocks, std::memory_order_relaxed);
   g_tune_rows_dynamic.store(t.rows_dynamic, std::memory_order_relaxed);
+  g_tune_rows_guided.store(t.rows_guided, std::memory_order_relaxed);
 }
 Tuning tuning() noexcept {
   Tuning t;
@@ -204,6 +205,7 @@ Tuning tuning() noexcept {
   t.flat_slots = g_tune_flat_slots.load(std::memory_order_relaxed);
   t.rows_blocks = g_tune_rows_blocks.load(std::memory_order_relaxed);
   t.rows_dynamic = g_tune_rows_dynamic.load(std::memory_order_relaxed);
+  t.rows_guided = g_tune_rows_guided.load(std::memory_order_relaxed);
   return t;
 }
 
@@ -252,11 +254,12 @@ int flat_l2s(bool by_role, int dev, const Tuning& tune) {
   if (tune.flat_slots != 0) return tune.flat_slots;
   return low_dram_per_sm(dev) ? kFlatTablesL2s : 0;
 }
-// The rows kernel's grid on those devices: up to this many waves of resident
-// blocks, so that blocks start as others finish and the multiprocessors that
-// stream faster take more tokens (a wave's teams finish up to 20% apart:
-// perf/RESULTS.md); one wave elsewhere (the H200: four waves up to 5% slower).
-constexpr unsigned kRowsWavesLowDram = 4;
+// The rows kernel's guided order on those devices: one wave of blocks takes
+// all tokens but this share (%), which blocks of one token a team take as the
+// wave's blocks finish, so that the multiprocessors that stream faster take
+// more of them (a wave's teams finish up to 20% apart: perf/RESULTS.md). One
+// wave alone elsewhere (the H200, not yet measured with it).
+constexpr unsigned kRowsGuidedLowDram = 10;
 
 // The launch decision for p on `dev`: path, kernel, grid, block, dynamic
 // shared memory and geometry (not the call's own fields: stream, params,
@@ -400,9 +403,9 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       return;
     }
   }
-  // Vector kernels: at most one wave of resident blocks (the rows kernel
-  // kRowsWavesLowDram on some devices), teams loop over tokens (and
-  // prefetch the next token's indices). Large launches take the
+  // Vector kernels: at most one wave of resident blocks (the rows kernel's
+  // guided order adds blocks of one token a team on some devices), teams
+  // loop over tokens (and prefetch the next token's indices). Large launches take the
   // staged kernel where the vendor has asynchronous copies (and it fits).
   // Under PDL their blocks let the next kernel launch when they exit.
   g.early_trigger = tune.pdl_trigger > 0 ? 1u : 0u;
@@ -459,14 +462,22 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       l.path = Path::kRows;
       l.kernel = kernel;
       unsigned grid = grid_for(blocks, 1, sms, unsigned(rows_per_sm));
+      // The guided order's share of tokens (tune.rows_guided: N%, -1 none),
+      // in blocks of one token a team past one wave that keeps one at least.
+      const unsigned guided = tune.rows_guided != 0
+                                  ? unsigned(std::max(tune.rows_guided, 0))
+                                  : (low_dram_per_sm(dev) ? kRowsGuidedLowDram : 0u);
+      const std::uint64_t tail = std::uint64_t(p.nnz) * guided / 100 / g.teams;
       if (tune.rows_blocks > 0) {
         grid = unsigned(tune.rows_blocks);
-      } else if (tune.rows_blocks == 0 && tune.rows_dynamic == 0 && low_dram_per_sm(dev)) {
-        grid = unsigned(std::min<std::uint64_t>(blocks, std::uint64_t(grid) * kRowsWavesLowDram));
       } else if (tune.rows_blocks < 0) {
         const std::uint64_t teams = g.teams, per_round = std::uint64_t(grid) * teams;
         const std::uint64_t rounds = (std::uint64_t(p.nnz) + per_round - 1) / per_round;
         grid = unsigned(((std::uint64_t(p.nnz) + rounds - 1) / rounds + teams - 1) / teams);
+      } else if (tune.rows_dynamic == 0 && tail > 0 &&
+                 std::uint64_t(p.nnz) - tail * g.teams >= std::uint64_t(grid) * g.teams) {
+        g.guided_blocks = grid;
+        grid += unsigned(tail);
       }
       l.grid = dim3(grid);
       l.block = dim3(g.team * g.teams);

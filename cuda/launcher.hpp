@@ -95,7 +95,11 @@ struct Tuning {
   // (a measurement: the counter is one a device, so launches that take it
   // must not run at once on concurrent streams).
   int rows_dynamic = 0;
-  int unused_ = 0;  // an even count of ints: the launcher's decision key has no padding
+  // The rows kernel's guided order: one wave of blocks takes all tokens but
+  // about N% of them, which blocks of one token a team take after it (N > 0;
+  // -1 never; the rule: 10 on devices of low DRAM bandwidth a multiprocessor,
+  // else never; not with rows_blocks or rows_dynamic).
+  int rows_guided = 0;
 };
 void set_tuning(const Tuning& t) noexcept;
 #ifdef ROPEKV_ROWS_TRACE

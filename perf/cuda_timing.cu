@@ -482,6 +482,8 @@ bool set_cuda_tuning(const std::string& spec) {
       t.rows_blocks = value;
     else if (key == "rows_dynamic")
       t.rows_dynamic = value;
+    else if (key == "rows_guided")
+      t.rows_guided = value;
     else
       return false;
     i = comma + 1;

@@ -26,11 +26,12 @@ void set_bulk_tuning(bool on) {
   }
   ropekv::detail::gpu::set_tuning(t);
 }
-void set_rows_tuning(int rows, bool dynamic) {
+void set_rows_tuning(int rows, int order) {
   ropekv::detail::gpu::Tuning t;
   if (rows > 0) t.decode = -1;  // every launch on a vector path, so the rows kernel wherever it can
   t.rows = rows;
-  t.rows_dynamic = dynamic ? 1 : 0;
+  t.rows_dynamic = order == 1 ? 1 : 0;
+  t.rows_guided = order == 2 ? 25 : (order == 3 ? -1 : 0);
   ropekv::detail::gpu::set_tuning(t);
 }
 void set_decode_tuning(int decode) {
@@ -528,10 +529,11 @@ TEST(CudaLauncher, PageTablesFlatWithinFourL2sStreamingPastOne) {
   EXPECT_EQ(kept.path, gpu::Path::kRows);
 }
 
-// The rows kernel's grid: the rule's (one wave of resident blocks, four
-// where DRAM bandwidth a multiprocessor is low), and the override (a
-// measurement tool): N blocks as asked, past one wave too; -1 the fewest
-// blocks that keep one wave's tokens a team.
+// The rows kernel's grid: the rule's (one wave of resident blocks, and the
+// guided order's blocks after it where DRAM bandwidth a multiprocessor is
+// low), the guided order's share as asked, and the override (a measurement
+// tool): N blocks as asked, past one wave too; -1 the fewest blocks that keep
+// one wave's tokens a team.
 TEST(CudaLauncher, RowsGridRuleAndOverride) {
   if (!backend_available(Backend::kCuda))
     GTEST_SKIP() << "no CUDA device present: CUDA tests skipped (not passed)";
@@ -541,8 +543,9 @@ TEST(CudaLauncher, RowsGridRuleAndOverride) {
   const std::int64_t nnz = 5 * per_l2 + 7;  // past four L2s: the rows kernel
   const gpu::PreparedLaunch rule = decide(page_table_params(nnz, base));
   ASSERT_EQ(rule.path, gpu::Path::kRows);
-  // The rule's grid: one wave of resident blocks, four on devices of low
-  // DRAM bandwidth a multiprocessor (the launch has more blocks of work).
+  // The rule's grid: one wave of resident blocks; on devices of low DRAM
+  // bandwidth a multiprocessor the guided order's blocks of one token a team
+  // after it, for a tenth of the tokens.
   int per_sm = 0;
   ASSERT_EQ(
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rule.kernel, int(rule.block.x), 0),
@@ -550,9 +553,22 @@ TEST(CudaLauncher, RowsGridRuleAndOverride) {
   const std::int64_t wave = std::int64_t(multiprocessors()) * per_sm;
   const std::int64_t teams = rule.geometry.teams;
   ASSERT_GT(wave, 0);
-  ASSERT_GT((nnz + teams - 1) / teams, 4 * wave);
-  EXPECT_EQ(std::int64_t(rule.grid.x), ropekv_test::slots_flat_by_device() ? 4 * wave : wave);
+  ASSERT_GT(nnz / 2, wave * teams);
+  const bool guided = ropekv_test::slots_flat_by_device();
+  EXPECT_EQ(std::int64_t(rule.grid.x), wave + (guided ? nnz * 10 / 100 / teams : 0));
+  EXPECT_EQ(std::int64_t(rule.geometry.guided_blocks), guided ? wave : 0);
   gpu::Tuning t;
+  t.rows_guided = 25;
+  gpu::set_tuning(t);
+  const gpu::PreparedLaunch quarter = decide(page_table_params(nnz, base));
+  t.rows_guided = -1;
+  gpu::set_tuning(t);
+  const gpu::PreparedLaunch one_wave = decide(page_table_params(nnz, base));
+  t.rows_guided = 0;
+  EXPECT_EQ(std::int64_t(quarter.grid.x), wave + nnz * 25 / 100 / teams);
+  EXPECT_EQ(std::int64_t(quarter.geometry.guided_blocks), wave);
+  EXPECT_EQ(std::int64_t(one_wave.grid.x), wave);
+  EXPECT_EQ(one_wave.geometry.guided_blocks, 0u);
   t.rows_blocks = int(3 * rule.grid.x);
   gpu::set_tuning(t);
   const gpu::PreparedLaunch waves = decide(page_table_params(nnz, base));

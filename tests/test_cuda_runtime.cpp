@@ -19,8 +19,10 @@
 
 namespace ropekv_test {  // tests/test_cuda_launcher.cu
 void set_bulk_tuning(bool on);
-// 1: wherever it can (dynamic: in the dynamic token order), 0: the rule, -1: never
-void set_rows_tuning(int rows, bool dynamic = false);
+// 1: wherever it can, 0: the rule, -1: never; order 1: the dynamic token
+// order, 2: the guided order with a quarter of the tokens in its blocks of one
+// token a team, 3: one wave alone (measurement overrides), 0: the rule's order
+void set_rows_tuning(int rows, int order = 0);
 void set_decode_tuning(int decode);  // Tuning::decode (2: the flat decode layout wherever it can)
 std::string launch_path(const ropekv::Arguments& a);
 bool slots_flat_by_device();  // slot mapping flat within four L2s on this device
@@ -471,21 +473,24 @@ void expect_forms_match_host(const OverrideShape& sh, unsigned& seed,
 // token once in both fixed forms, the run-time form keeping the static
 // order, launch after launch as the counter goes back to 0 at each launch's
 // end), at sizes past three tokens a team, teams of 64 lanes (two warps: the
-// named barrier), 32 (a warp) and 4 (part of a warp).
+// named barrier), 32 (a warp) and 4 (part of a warp); in the guided order
+// with a quarter of the tokens in its blocks of one token a team (every
+// device; the rule's share on some), and one wave alone.
 TEST(CudaRuntime, RowsKernelIndexForms) {
   SKIP_WITHOUT_CUDA();
   struct Case {
     OverrideShape sh;
-    bool dynamic;
+    int order;  // set_rows_tuning's
   };
-  const Case cases[] = {
-      {{3000, 32, 8, 128, 128, 0, 0.2}, false}, {{4000, 8, 1, 64, 64, 0, 0.1}, false},
-      {{2500, 32, 8, 128, 64, 0, 0.3}, false},  {{9000, 32, 8, 128, 128, 0, 0.2}, true},
-      {{12001, 32, 8, 128, 64, 0, 0.1}, true},  {{70000, 8, 1, 64, 64, 0, 0.1}, true}};
+  const Case cases[] = {{{3000, 32, 8, 128, 128, 0, 0.2}, 0}, {{4000, 8, 1, 64, 64, 0, 0.1}, 0},
+                        {{2500, 32, 8, 128, 64, 0, 0.3}, 0},  {{9000, 32, 8, 128, 128, 0, 0.2}, 1},
+                        {{12001, 32, 8, 128, 64, 0, 0.1}, 1}, {{70000, 8, 1, 64, 64, 0, 0.1}, 1},
+                        {{9000, 32, 8, 128, 128, 0, 0.2}, 2}, {{12001, 32, 8, 128, 64, 0, 0.3}, 2},
+                        {{70001, 8, 1, 64, 64, 0, 0.1}, 2},   {{5000, 16, 2, 128, 128, 0, 0.2}, 3}};
   unsigned seed = 171;
   for (const Case& c : cases) {
-    ropekv_test::set_rows_tuning(1, c.dynamic);
-    if (c.dynamic)
+    ropekv_test::set_rows_tuning(1, c.order);
+    if (c.order == 1)
       expect_forms_match_host(c.sh, seed, {"rows-dynamic", "rows", "rows-dynamic", "rows"});
     else
       expect_forms_match_host(c.sh, seed, {"rows", "rows", "rows", "rows"});

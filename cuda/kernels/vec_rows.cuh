@@ -204,8 +204,18 @@ template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, bool kOne, in
 __device__ __forceinline__ void rows_tokens(const LaunchParams& p, const VecGeometry& g,
                                             const Divisors& d) {
   const std::uint32_t lane = threadIdx.x % g.team;
-  const std::int64_t team_stride = std::int64_t(gridDim.x) * g.teams;
+  std::int64_t team_stride = std::int64_t(gridDim.x) * g.teams, end = p.nnz;
   std::int64_t t = std::int64_t(blockIdx.x) * g.teams + threadIdx.x / g.team;
+  if (!kDynamic && g.guided_blocks != 0) {  // (the guided order: VecGeometry)
+    const std::int64_t tail = std::int64_t(gridDim.x - g.guided_blocks) * g.teams;
+    if (blockIdx.x < g.guided_blocks) {
+      team_stride = std::int64_t(g.guided_blocks) * g.teams;
+      end = p.nnz - tail;
+    } else {
+      t += p.nnz - tail - std::int64_t(g.guided_blocks) * g.teams;
+      team_stride = tail;
+    }
+  }
   // kDynamic: the next two tokens, lane 0's next ticket, the tickets taken.
   std::int64_t t1 = 0, t2 = 0;
   unsigned pending = 0, round = 0;
@@ -215,9 +225,9 @@ __device__ __forceinline__ void rows_tokens(const LaunchParams& p, const VecGeom
 #ifdef ROPEKV_ROWS_TRACE
   const std::uint32_t trace_team = blockIdx.x * g.teams + threadIdx.x / g.team;
   int trace_slot = 0;
-  if (lane == 0) rows_trace_mark(trace_team, trace_slot, t >= p.nnz);
+  if (lane == 0) rows_trace_mark(trace_team, trace_slot, t >= end);
 #endif
-  if (t >= p.nnz) return;  // (kDynamic: the launcher's promise, every team has 3 tokens)
+  if (t >= end) return;  // (kDynamic: the launcher's promise, every team has 3 tokens)
   if constexpr (kDynamic) {
     t1 = t + team_stride;
     t2 = t1 + team_stride;
@@ -227,16 +237,16 @@ __device__ __forceinline__ void rows_tokens(const LaunchParams& p, const VecGeom
   // next (indices in), after (indices on their way).
   std::int64_t begin = plan_begin(index_view<kForm>(p), ix);
   TokenIndices ix1, ix2;
-  if (t + team_stride < p.nnz) ix1 = load_token_indices(index_view<kForm>(p), t + team_stride);
+  if (t + team_stride < end) ix1 = load_token_indices(index_view<kForm>(p), t + team_stride);
   while (true) {
     const TokenPlan plan = finish_plan(index_view<kForm>(p), ix, begin);
     const std::int64_t next = kDynamic ? t1 : t + team_stride;
-    const bool more = next < p.nnz;
+    const bool more = next < end;
     std::int64_t begin1 = 0;
     if (more) {
       begin1 = plan_begin(index_view<kForm>(p), ix1);
       const std::int64_t after = kDynamic ? t2 : next + team_stride;
-      if (after < p.nnz) ix2 = load_token_indices(index_view<kForm>(p), after);
+      if (after < end) ix2 = load_token_indices(index_view<kForm>(p), after);
     }
     if (plan.write) {
       rows_token<In, Out, Cos, kR, kN, kDv, kOne, kIeee>(p, d, t, plan, lane, g.team);
@@ -254,7 +264,7 @@ __device__ __forceinline__ void rows_tokens(const LaunchParams& p, const VecGeom
     if constexpr (kDynamic) {
       t1 = t2;
       t2 = 3 * team_stride + team_broadcast(pending, g.team, threadIdx.x / g.team, round++);
-      if (lane == 0 && t2 < p.nnz) pending = atomicAdd(&rows_tickets[0], 1u);
+      if (lane == 0 && t2 < end) pending = atomicAdd(&rows_tickets[0], 1u);
     }
   }
   if (kDynamic && lane == 0) {
