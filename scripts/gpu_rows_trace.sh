@@ -6,7 +6,8 @@
 # row matching a FILTER (one row each), the suite runs it and the last
 # launch's trace is summarised: the launch's span, its teams' starts, first
 # and last tokens, the time a token takes by its place in the team's order,
-# and how many teams are still running in each tenth of the span.
+# when each multiprocessor's teams end on average, and how many teams are
+# still running in each tenth of the span.
 # Usage: ROPEKV_PERF_TUNING=... bash scripts/gpu_rows_trace.sh BUILD OUTDIR FILTER...
 # (build: cmake --preset cuda -B build/trace -DCMAKE_CUDA_FLAGS=-DROPEKV_ROWS_TRACE
 #  -DCMAKE_CXX_FLAGS=-DROPEKV_ROWS_TRACE && cmake --build build/trace --target ropekv_perf)
@@ -57,6 +58,11 @@ show("last token done", [r[-1] - t0 for r, _ in teams])
 for j in range(1, max(toks) + 1):
     d = [r[j] - r[j - 1] for r, _ in teams if len(r) > j]
     show(f"token {j} (teams {len(d)})", d)
+by_sm = {}
+for r, sm in teams:
+    by_sm.setdefault(sm, []).append(r[-1] - t0)
+means = [sum(v) / len(v) for v in by_sm.values()]
+show("a multiprocessor's mean end", means)
 bins = 10
 busy = []
 for b in range(bins):
