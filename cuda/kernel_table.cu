@@ -147,6 +147,8 @@ using GenericOutputs =
 
 }  // namespace
 
+bool fixed_index_form(const LaunchParams& p) { return index_form(p) != kIndexAny; }
+
 const void* pick_vec(VecFamily f, const LaunchParams& p, bool* by_part) {
   bool unused = false;
   if (by_part == nullptr) by_part = &unused;

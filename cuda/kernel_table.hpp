@@ -38,6 +38,10 @@ enum class VecFamily {
 // the by-part layout (kDecodeByPart).
 const void* pick_vec(VecFamily f, const LaunchParams& p, bool* by_part = nullptr);
 
+// Whether p's index arrays have one of the forms the decode and rows kernels
+// are specialised on (their run-time form's kernels lack some orders).
+bool fixed_index_form(const LaunchParams& p);
+
 // The generic kernel for p's dtypes: the output dtype fixed when the query
 // output and the cache share an FP8 dtype, else dispatched per element; the
 // cos/sin table fp32 or the input dtype (validated).

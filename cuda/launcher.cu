@@ -463,7 +463,8 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       l.kernel = kernel;
       unsigned grid = grid_for(blocks, 1, sms, unsigned(rows_per_sm));
       // The guided order's share of tokens (tune.rows_guided: N%, -1 none),
-      // in blocks of one token a team past one wave that keeps one at least.
+      // in blocks of one token a team past one wave that keeps one at least
+      // (the fixed index forms: the run-time form's kernels keep one order).
       const unsigned guided = tune.rows_guided != 0
                                   ? unsigned(std::max(tune.rows_guided, 0))
                                   : (low_dram_per_sm(dev) ? kRowsGuidedLowDram : 0u);
@@ -474,7 +475,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
         const std::uint64_t teams = g.teams, per_round = std::uint64_t(grid) * teams;
         const std::uint64_t rounds = (std::uint64_t(p.nnz) + per_round - 1) / per_round;
         grid = unsigned(((std::uint64_t(p.nnz) + rounds - 1) / rounds + teams - 1) / teams);
-      } else if (tune.rows_dynamic == 0 && tail > 0 &&
+      } else if (tune.rows_dynamic == 0 && tail > 0 && fixed_index_form(p) &&
                  std::uint64_t(p.nnz) - tail * g.teams >= std::uint64_t(grid) * g.teams) {
         g.guided_blocks = grid;
         grid += unsigned(tail);

@@ -206,7 +206,7 @@ __device__ __forceinline__ void rows_tokens(const LaunchParams& p, const VecGeom
   const std::uint32_t lane = threadIdx.x % g.team;
   std::int64_t team_stride = std::int64_t(gridDim.x) * g.teams, end = p.nnz;
   std::int64_t t = std::int64_t(blockIdx.x) * g.teams + threadIdx.x / g.team;
-  if (!kDynamic && g.guided_blocks != 0) {  // (the guided order: VecGeometry)
+  if (!kDynamic && kForm != kIndexAny && g.guided_blocks != 0) {  // (the guided order: VecGeometry)
     const std::int64_t tail = std::int64_t(gridDim.x - g.guided_blocks) * g.teams;
     if (blockIdx.x < g.guided_blocks) {
       team_stride = std::int64_t(g.guided_blocks) * g.teams;

@@ -46,9 +46,9 @@ struct VecGeometry {
   // With PDL: blocks let the next kernel launch when they start (1) or when
   // they exit (0). See the launcher.
   std::uint32_t early_trigger;
-  // The rows kernel's guided order (the launcher's): the first guided_blocks
-  // blocks take the tokens but the last in the grid-stride order, each later
-  // block one token a team (0: off).
+  // The rows kernel's guided order (the launcher's; the fixed index forms):
+  // the first guided_blocks blocks take the tokens but the last in the
+  // grid-stride order, each later block one token a team (0: off).
   std::uint32_t guided_blocks;
 };
 
