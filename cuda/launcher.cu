@@ -468,17 +468,17 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
       const unsigned guided = tune.rows_guided != 0
                                   ? unsigned(std::max(tune.rows_guided, 0))
                                   : (low_dram_per_sm(dev) ? kRowsGuidedLowDram : 0u);
-      const std::uint64_t tail = std::uint64_t(p.nnz) * guided / 100 / g.teams;
+      const std::uint64_t tail_blocks = std::uint64_t(p.nnz) * guided / 100 / g.teams;
       if (tune.rows_blocks > 0) {
         grid = unsigned(tune.rows_blocks);
       } else if (tune.rows_blocks < 0) {
         const std::uint64_t teams = g.teams, per_round = std::uint64_t(grid) * teams;
         const std::uint64_t rounds = (std::uint64_t(p.nnz) + per_round - 1) / per_round;
         grid = unsigned(((std::uint64_t(p.nnz) + rounds - 1) / rounds + teams - 1) / teams);
-      } else if (tune.rows_dynamic == 0 && tail > 0 && fixed_index_form(p) &&
-                 std::uint64_t(p.nnz) - tail * g.teams >= std::uint64_t(grid) * g.teams) {
+      } else if (tune.rows_dynamic == 0 && tail_blocks > 0 && fixed_index_form(p) &&
+                 std::uint64_t(p.nnz) - tail_blocks * g.teams >= std::uint64_t(grid) * g.teams) {
         g.guided_blocks = grid;
-        grid += unsigned(tail);
+        grid += unsigned(tail_blocks);
       }
       l.grid = dim3(grid);
       l.block = dim3(g.team * g.teams);

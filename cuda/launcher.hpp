@@ -102,11 +102,12 @@ struct Tuning {
   int rows_guided = 0;
 };
 void set_tuning(const Tuning& t) noexcept;
+Tuning tuning() noexcept;
 #ifdef ROPEKV_ROWS_TRACE
-// A measurement build's rows-kernel trace (cuda/kernels/vec_rows.cuh), 8192 x 64 values.
+// A measurement build's rows-kernel trace (cuda/kernels/vec_rows.cuh):
+// kRowsTraceTeams x kRowsTraceSlots values.
 void rows_trace_copy(unsigned long long* out);
 #endif
-Tuning tuning() noexcept;
 
 // The launcher's occupancy cache (one entry per (kernel, block size,
 // device), in the order they were made), for tests: its size, and the

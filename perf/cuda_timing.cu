@@ -443,8 +443,9 @@ void cuda_release() {
 #ifdef ROPEKV_ROWS_TRACE
   // The last rows launch's trace (a measurement build: scripts/gpu_rows_trace.sh).
   if (const char* out = std::getenv("ROPEKV_ROWS_TRACE_OUT")) {
-    std::vector<unsigned long long> trace(8192 * 64);
-    ropekv::detail::gpu::rows_trace_copy(trace.data());
+    namespace gpu = ropekv::detail::gpu;
+    std::vector<unsigned long long> trace(std::size_t(gpu::kRowsTraceTeams) * gpu::kRowsTraceSlots);
+    gpu::rows_trace_copy(trace.data());
     if (std::FILE* f = std::fopen(out, "wb")) {
       std::fwrite(trace.data(), sizeof trace[0], trace.size(), f);
       std::fclose(f);
