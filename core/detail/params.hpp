@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "detail/element_math.hpp"
 #include "ropekv/ropekv.hpp"
@@ -167,23 +168,41 @@ struct TokenPlan {
 // Token t's own entries of the index arrays. They are read together, first,
 // so that their latencies overlap; nothing else of a token is read before
 // its slot (or batch index) says it is not padding.
-struct TokenIndices {
-  std::int64_t key = -1;    // slot (slot mapping) or batch index (page table); < 0 = padding
-  std::int64_t kv_pos = 0;  // page table only
-  std::int64_t pos = 0;     // RoPE position
+// I: the entries' integer type, int64 but in an index view (P) that names a
+// narrower one (P::Index: its arrays' common width), so that a kernel holding
+// several tokens' entries holds them in fewer registers.
+template <class I>
+struct TokenIndicesOf {
+  I key = -1;    // slot (slot mapping) or batch index (page table); < 0 = padding
+  I kv_pos = 0;  // page table only
+  I pos = 0;     // RoPE position
+  // The entries widened (a kernel that keeps them as int64).
+  ROPEKV_HD TokenIndicesOf<std::int64_t> wide() const { return {key, kv_pos, pos}; }
 };
+using TokenIndices = TokenIndicesOf<std::int64_t>;
+template <class P, class = void>
+struct IndexTypeOf {
+  using type = std::int64_t;
+};
+template <class P>
+struct IndexTypeOf<P, std::void_t<typename P::Index>> {
+  using type = typename P::Index;
+};
+template <class P>
+using IndexType = typename IndexTypeOf<P>::type;
 
 // P: LaunchParams, or a backend's compact copy with the same member names.
 template <class P>
-ROPEKV_HD TokenIndices load_token_indices(const P& p, std::int64_t t) {
-  TokenIndices ix;
+ROPEKV_HD TokenIndicesOf<IndexType<P>> load_token_indices(const P& p, std::int64_t t) {
+  using I = IndexType<P>;
+  TokenIndicesOf<I> ix;
   if (p.addressing == Addressing::kSlotMapping) {
-    ix.key = p.slot_mapping[t];
+    ix.key = I(p.slot_mapping[t]);
   } else {
-    ix.key = p.batch_indices[t];
-    ix.kv_pos = p.kv_positions[t];
+    ix.key = I(p.batch_indices[t]);
+    ix.kv_pos = I(p.kv_positions[t]);
   }
-  ix.pos = p.positions[t];
+  ix.pos = I(p.positions[t]);
   return ix;
 }
 
@@ -215,11 +234,11 @@ ROPEKV_HD bool position_in_range(const P& p, std::int64_t pos) {
 // first entry (0, nothing read, for slot mapping, padding and, in checked
 // mode, a bad batch index or position). A kernel may issue it before its
 // other loads (it heads the longest chain) and pass it to finish_plan.
-template <class P>
-ROPEKV_HD std::int64_t plan_begin(const P& p, const TokenIndices& ix) {
+template <class P, class I>
+ROPEKV_HD I plan_begin(const P& p, const TokenIndicesOf<I>& ix) {
   if (p.addressing == Addressing::kSlotMapping || ix.key < 0) return 0;
   if (p.checked && !(ix.key < p.batch_size && ix.kv_pos >= 0)) return 0;
-  return p.kv_indptr[ix.key];
+  return I(p.kv_indptr[ix.key]);
 }
 
 // The rest of the plan: the page-table look-ups (dependent reads; `begin`
@@ -228,8 +247,8 @@ ROPEKV_HD std::int64_t plan_begin(const P& p, const TokenIndices& ix) {
 // page-table entry j = kv_indptr[b] + page is formed only once 0 <=
 // kv_indptr[b] and page < num_kv_indices - kv_indptr[b] are known (page >= 0
 // there, so j < num_kv_indices).
-template <class P>
-ROPEKV_HD TokenPlan finish_plan(const P& p, const TokenIndices& ix, std::int64_t begin) {
+template <class P, class I>
+ROPEKV_HD TokenPlan finish_plan(const P& p, const TokenIndicesOf<I>& ix, std::int64_t begin) {
   TokenPlan plan;
   if (ix.key < 0) return plan;  // padding
   bool ok = true;
@@ -260,8 +279,8 @@ ROPEKV_HD TokenPlan finish_plan(const P& p, const TokenIndices& ix, std::int64_t
   plan.bad = !ok;
   return plan;
 }
-template <class P>
-ROPEKV_HD TokenPlan finish_plan(const P& p, const TokenIndices& ix) {
+template <class P, class I>
+ROPEKV_HD TokenPlan finish_plan(const P& p, const TokenIndicesOf<I>& ix) {
   return finish_plan(p, ix, plan_begin(p, ix));
 }
 

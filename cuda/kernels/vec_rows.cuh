@@ -232,17 +232,18 @@ __device__ __forceinline__ void rows_tokens(const LaunchParams& p, const VecGeom
     t1 = t + team_stride;
     t2 = t1 + team_stride;
   }
-  TokenIndices ix = load_token_indices(index_view<kForm>(p), t);
+  auto ix = load_token_indices(index_view<kForm>(p), t);
   // Three tokens in the pipeline: t (its page look-up begun a token ago),
-  // next (indices in), after (indices on their way).
-  std::int64_t begin = plan_begin(index_view<kForm>(p), ix);
-  TokenIndices ix1, ix2;
+  // next (indices in), after (indices on their way); their entries in the
+  // index arrays' width (a fixed page-table form's 32 bits: no spills).
+  auto begin = plan_begin(index_view<kForm>(p), ix);
+  decltype(ix) ix1, ix2;
   if (t + team_stride < end) ix1 = load_token_indices(index_view<kForm>(p), t + team_stride);
   while (true) {
     const TokenPlan plan = finish_plan(index_view<kForm>(p), ix, begin);
     const std::int64_t next = kDynamic ? t1 : t + team_stride;
     const bool more = next < end;
-    std::int64_t begin1 = 0;
+    decltype(begin) begin1 = 0;
     if (more) {
       begin1 = plan_begin(index_view<kForm>(p), ix1);
       const std::int64_t after = kDynamic ? t2 : next + team_stride;

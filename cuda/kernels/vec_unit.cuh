@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/vendor.hpp"
 #include "detail/element_math.hpp"
@@ -401,6 +402,8 @@ struct FixedIndex {
       kForm == kIndexSlot64 ? Addressing::kSlotMapping : Addressing::kPageTable;
   static constexpr bool checked = false;
   static constexpr std::int64_t batch_size = 0, num_kv_indices = 0, num_pages = 0, max_pos = 0;
+  // A token's entries as the arrays hold them (TokenIndicesOf).
+  using Index = std::conditional_t<kForm == kIndexSlot64, std::int64_t, std::int32_t>;
   FixedIndexArray<true> slot_mapping;
   FixedIndexArray<false> batch_indices;
   FixedIndexArray<false> kv_positions;
