@@ -176,8 +176,6 @@ struct TokenIndicesOf {
   I key = -1;    // slot (slot mapping) or batch index (page table); < 0 = padding
   I kv_pos = 0;  // page table only
   I pos = 0;     // RoPE position
-  // The entries widened (a kernel that keeps them as int64).
-  ROPEKV_HD TokenIndicesOf<std::int64_t> wide() const { return {key, kv_pos, pos}; }
 };
 using TokenIndices = TokenIndicesOf<std::int64_t>;
 template <class P, class = void>

@@ -308,9 +308,8 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
   // 1. The token's index entries (the head of the chain), then the unit's
   //    part, input address and scale, which do not depend on them.
   // (The index view is made at each use: a copy held across the unit's
-  // loads costs registers, which kIndexAny's view spilled. Its entries are
-  // kept 64-bit here: the rows kernel's 32-bit entries are not measured here.)
-  const TokenIndices ix = load_token_indices(index_view<kForm>(p), t).wide();
+  // loads costs registers, which kIndexAny's view spilled.)
+  const auto ix = load_token_indices(index_view<kForm>(p), t);
   constexpr bool kRole = P == kQueryRole || P == kCacheRole;
   if constexpr (P == kAnyPart) {
     if (w >= p.units) return true;
