@@ -74,8 +74,11 @@ const void* vec_kernel(const LaunchParams& p, bool* by_part) {
       return reinterpret_cast<const void*>(&fused_vec_bulk_kernel<In, Out, Cos, kR, kN, kDv>);
     return nullptr;
   }
-  if constexpr (F == VecFamily::kDecodeFlat || F == VecFamily::kDecodeFlatStream) {
-    constexpr bool kStream = F == VecFamily::kDecodeFlatStream;
+  if constexpr (F == VecFamily::kDecodeFlat || F == VecFamily::kDecodeFlatStream ||
+                F == VecFamily::kDecodeFlatPair || F == VecFamily::kDecodeFlatPairStream) {
+    constexpr bool kStream =
+        F == VecFamily::kDecodeFlatStream || F == VecFamily::kDecodeFlatPairStream;
+    constexpr bool kPair = F == VecFamily::kDecodeFlatPair || F == VecFamily::kDecodeFlatPairStream;
     if constexpr (kR > 0) {
       return by_index_form(p, [&](auto form) -> const void* {
         constexpr int kForm = decltype(form)::value;
@@ -83,6 +86,9 @@ const void* vec_kernel(const LaunchParams& p, bool* by_part) {
           return nullptr;
         } else {
           *by_part = kDecodeFlatByRole<kForm>;
+          if constexpr (kPair)
+            return reinterpret_cast<const void*>(
+                &fused_decode_flat_pair_kernel<In, Out, Cos, kR, kN, kDv, kForm, kStream>);
           return reinterpret_cast<const void*>(
               &fused_decode_flat_kernel<In, Out, Cos, kR, kN, kDv, kForm, kStream>);
         }
@@ -165,6 +171,9 @@ const void* pick_vec(VecFamily f, const LaunchParams& p, bool* by_part) {
     case VecFamily::kDecodeFew: return pick_family<VecFamily::kDecodeFew>(p, by_part);
     case VecFamily::kDecodeFlat: return pick_family<VecFamily::kDecodeFlat>(p, by_part);
     case VecFamily::kDecodeFlatStream: return pick_family<VecFamily::kDecodeFlatStream>(p, by_part);
+    case VecFamily::kDecodeFlatPair: return pick_family<VecFamily::kDecodeFlatPair>(p, by_part);
+    case VecFamily::kDecodeFlatPairStream:
+      return pick_family<VecFamily::kDecodeFlatPairStream>(p, by_part);
   }
   return nullptr;
 }

@@ -27,7 +27,9 @@ enum class VecFamily {
   kDecode,
   kDecodeFew,
   kDecodeFlat,
-  kDecodeFlatStream
+  kDecodeFlatStream,
+  kDecodeFlatPair,  // two units a thread (a measurement: Tuning::flat_pair)
+  kDecodeFlatPairStream
 };
 
 // Family f's kernel for p's dtypes and shape: the canonical shapes' own

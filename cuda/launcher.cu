@@ -45,7 +45,7 @@ constexpr std::size_t kDefaultShared = 48 * 1024;  // dynamic shared memory with
 
 std::atomic<int> g_tune_decode{0}, g_tune_trigger{0}, g_tune_bulk{0}, g_tune_rows{0},
     g_tune_decode_warps{0}, g_tune_flat_tables{0}, g_tune_flat_slots{0}, g_tune_rows_blocks{0},
-    g_tune_rows_dynamic{0}, g_tune_rows_guided{0};
+    g_tune_rows_dynamic{0}, g_tune_rows_guided{0}, g_tune_flat_pair{0};
 
 // A device attribute of `dev` (Query's), read from the device once;
 // `fallback` where the query fails.
@@ -179,7 +179,9 @@ const char* to_string(Path path) noexcept {
 
 const char* path_name(const PreparedLaunch& l) noexcept {
   if (l.path == Path::kRows && l.rows_dynamic) return "rows-dynamic";
-  return l.path == Path::kDecode && l.decode_flat ? "decode-flat" : to_string(l.path);
+  if (l.path == Path::kDecode && l.decode_flat)
+    return l.decode_pair ? "decode-flat-pair" : "decode-flat";
+  return to_string(l.path);
 }
 
 void set_tuning(const Tuning& t) noexcept {
@@ -192,6 +194,7 @@ void set_tuning(const Tuning& t) noexcept {
   g_tune_flat_slots.store(t.flat_slots, std::memory_order_relaxed);
   g_tune_rows_blocks.store(t.rows_blocks, std::memory_order_relaxed);
   g_tune_rows_dynamic.store(t.rows_dynamic, std::memory_order_relaxed);
+  g_tune_flat_pair.store(t.flat_pair, std::memory_order_relaxed);
   g_tune_rows_guided.store(t.rows_guided, std::memory_order_relaxed);
 }
 Tuning tuning() noexcept {
@@ -205,6 +208,7 @@ Tuning tuning() noexcept {
   t.flat_slots = g_tune_flat_slots.load(std::memory_order_relaxed);
   t.rows_blocks = g_tune_rows_blocks.load(std::memory_order_relaxed);
   t.rows_dynamic = g_tune_rows_dynamic.load(std::memory_order_relaxed);
+  t.flat_pair = g_tune_flat_pair.load(std::memory_order_relaxed);
   t.rows_guided = g_tune_rows_guided.load(std::memory_order_relaxed);
   return t;
 }
@@ -271,6 +275,7 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
   l.decode_by_part = false;
   l.decode_flat = false;
   l.decode_stream = false;
+  l.decode_pair = false;
   l.rows_dynamic = false;
   if (!vector_eligible(p)) {
     l.path = Path::kGeneric;
@@ -297,18 +302,27 @@ void decide(const LaunchParams& p, int dev, const Tuning& tune, PreparedLaunch& 
           ? pick_vec(VecFamily::kDecodeFlat, p, &flat_by_role)
           : nullptr;
   const bool forced_flat = tune.decode >= 2 && flat_kernel != nullptr;
-  // flat_kernel, or with stream its twin whose inputs load evict-first.
+  // flat_kernel, or with stream its twin whose inputs load evict-first; with
+  // tune.flat_pair the kernel of two units a thread (where its grid's
+  // indices fit).
   auto take_flat = [&](bool stream) {
     l.path = Path::kDecode;
-    l.kernel = stream ? pick_vec(VecFamily::kDecodeFlatStream, p) : flat_kernel;
-    l.decode_flat = true;
-    l.decode_stream = stream;
-    l.decode_by_part = flat_by_role;  // packed or by role
     const unsigned block = tune.decode_warps > 0 ? 32u * std::min(unsigned(tune.decode_warps),
                                                                   unsigned(kVecBlock) / 32)
                                                  : 128u;
+    const std::uint64_t units = std::uint64_t(p.nnz) * g.units;
+    l.decode_pair = tune.flat_pair > 0 && flat_grid_fits(units, 2 * block);
+    const unsigned per_block = l.decode_pair ? 2 * block : block;
+    l.kernel =
+        l.decode_pair
+            ? pick_vec(stream ? VecFamily::kDecodeFlatPairStream : VecFamily::kDecodeFlatPair, p)
+        : stream ? pick_vec(VecFamily::kDecodeFlatStream, p)
+                 : flat_kernel;
+    l.decode_flat = true;
+    l.decode_stream = stream;
+    l.decode_by_part = flat_by_role;  // packed or by role
     l.block = dim3(block);
-    l.grid = dim3(unsigned((std::uint64_t(p.nnz) * g.units + block - 1) / block));
+    l.grid = dim3(unsigned((units + per_block - 1) / per_block));
     l.geometry = g;
   };
   if (tune.decode >= 0 && (p.nnz <= 65535 || forced_flat) && fits) {
@@ -527,9 +541,10 @@ struct DecisionKey {
   std::int64_t nnz, num_q_heads, num_kv_heads, rotary_dim, nope_dim, v_dim;
   std::int32_t dev, page_shift;
   std::int32_t in, q_out, cache, cos, addressing;
-  std::uint32_t flags;  // vector-eligible, checked, the index arrays' widths, strides beyond
-                        // 32 bits, PDL with early indices, PDL
-  Tuning tune;          // every override, whole (an even number of ints: no tail padding)
+  std::uint32_t flags;    // vector-eligible, checked, the index arrays' widths, strides beyond
+                          // 32 bits, PDL with early indices, PDL
+  Tuning tune;            // every override, whole (an odd number of ints:
+  std::int32_t tail = 0;  // this one keeps the key free of tail padding)
 };
 constexpr std::uint32_t kKeyWide = 2048, kKeyEarly = 4096, kKeyPdl = 8192;
 static_assert(std::has_unique_object_representations_v<DecisionKey>,

@@ -43,11 +43,13 @@ struct PreparedLaunch {
   bool decode_by_part = false;  // by part or role (fused_decode_kernel, flat: by role)
   bool decode_flat = false;     // over a 1D grid (fused_decode_flat_kernel)
   bool decode_stream = false;   // flat: inputs loaded evict-first (its own kernel)
+  bool decode_pair = false;     // flat: two units a thread (its own kernel)
   bool rows_dynamic = false;    // the rows kernel in the dynamic token order (its own kernel)
   DecodeParams decode;
   BulkPlan bulk;  // the bulk kernel's third argument
 };
-// The path's name, "decode-flat" for the decode kernel's flat layout,
+// The path's name, "decode-flat" for the decode kernel's flat layout (with
+// two units a thread "decode-flat-pair"),
 // "rows-dynamic" for the rows kernel's dynamic order (tests, the perf suite's
 // labels).
 const char* path_name(const PreparedLaunch& l) noexcept;
@@ -100,6 +102,9 @@ struct Tuning {
   // -1 never; the rule: 10 on devices of low DRAM bandwidth a multiprocessor,
   // else never; not with rows_blocks or rows_dynamic).
   int rows_guided = 0;
+  // 1: the flat layout with two units a thread wherever the flat layout is
+  // taken (its own kernels).
+  int flat_pair = 0;
 };
 void set_tuning(const Tuning& t) noexcept;
 Tuning tuning() noexcept;

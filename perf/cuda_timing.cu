@@ -485,6 +485,8 @@ bool set_cuda_tuning(const std::string& spec) {
       t.rows_dynamic = value;
     else if (key == "rows_guided")
       t.rows_guided = value;
+    else if (key == "flat_pair")
+      t.flat_pair = value;
     else
       return false;
     i = comma + 1;

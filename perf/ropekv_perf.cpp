@@ -104,7 +104,7 @@ void print_help() {
       "the position and destinations.\n"
       "ROPEKV_PERF_TUNING='decode=-1|1|2|3|4,pdl_trigger=-1|1,bulk=1,rows=1,decode_warps=-1|N,"
       "flat_tables=-1|N,flat_slots=-1|N,rows_blocks=-1|N,rows_dynamic=1,"
-      "rows_guided=-1|N'\n"
+      "rows_guided=-1|N,flat_pair=1'\n"
       "overrides the launcher's rules for measurements (cuda/launcher.hpp);\n"
       "ROPEKV_PERF_GPU_NNZ='512,2048' replaces the GPU rows' token counts.\n"
       "The ceilings are printed on stderr. Run only the GPU part with\n"

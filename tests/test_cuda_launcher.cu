@@ -34,9 +34,10 @@ void set_rows_tuning(int rows, int order) {
   t.rows_guided = order == 2 ? 25 : (order == 3 ? -1 : 0);
   ropekv::detail::gpu::set_tuning(t);
 }
-void set_decode_tuning(int decode) {
+void set_decode_tuning(int decode, int flat_pair) {
   ropekv::detail::gpu::Tuning t;
   t.decode = decode;
+  t.flat_pair = flat_pair;
   ropekv::detail::gpu::set_tuning(t);
 }
 std::string launch_path(const ropekv::Arguments& a) {

@@ -23,7 +23,8 @@ void set_bulk_tuning(bool on);
 // order, 2: the guided order with a quarter of the tokens in its blocks of one
 // token a team, 3: one wave alone (measurement overrides), 0: the rule's order
 void set_rows_tuning(int rows, int order = 0);
-void set_decode_tuning(int decode);  // Tuning::decode (2: the flat decode layout wherever it can)
+// Tuning::decode (2: the flat decode layout wherever it can) and flat_pair.
+void set_decode_tuning(int decode, int flat_pair = 0);
 std::string launch_path(const ropekv::Arguments& a);
 bool slots_flat_by_device();  // slot mapping flat within four L2s on this device
 }  // namespace ropekv_test
@@ -519,6 +520,24 @@ TEST(CudaRuntime, DecodeFlatLayoutMatchesHost) {
   ropekv_test::set_decode_tuning(4);
   for (const OverrideShape& sh : kCommonShapes)
     expect_forms_match_host(sh, seed, {"decode-flat", "decode", "decode-flat", "decode"});
+  ropekv_test::set_decode_tuning(0);
+}
+
+// The flat layout with two units a thread (a measurement override), both
+// kernels (cached and evict-first inputs): a block's second units past the
+// last token, and by role the block whose units lie in both roles, in every
+// shape here (their unit counts are not multiples of a block's 256).
+TEST(CudaRuntime, DecodeFlatPairMatchesHost) {
+  SKIP_WITHOUT_CUDA();
+  const OverrideShape more[] = {{70000, 8, 1, 64, 64, 0, 0.2}, {333, 12, 4, 64, 64, 0, 0.2}};
+  unsigned seed = 193;
+  for (int decode : {2, 4}) {
+    ropekv_test::set_decode_tuning(decode, 1);
+    for (const OverrideShape& sh : kCommonShapes)
+      expect_forms_match_host(sh, seed,
+                              {"decode-flat-pair", "decode", "decode-flat-pair", "decode"});
+    for (const OverrideShape& sh : more) expect_path_matches_host(sh, seed, "decode-flat-pair");
+  }
   ropekv_test::set_decode_tuning(0);
 }
 

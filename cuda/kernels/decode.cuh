@@ -290,105 +290,159 @@ __device__ __forceinline__ uint4 load_unit_input(const uint4* x) {
   }
 }
 
+// decode_unit's phases: the whole unit; its steps up to the input loads
+// (kPhaseHead: every load of step 1 and the inputs issued, nothing stored),
+// into a UnitHead; the rest from one (kPhaseTail). The flat layout with two
+// units a thread runs both units' heads before either's tail, so that both
+// units' inputs are in flight at once.
+enum : int { kPhaseWhole = 0, kPhaseHead = 1, kPhaseTail = 2 };
+template <int kForm>
+struct UnitHead {
+  decltype(load_token_indices(index_view<kForm>(DecodeParams{}), 0)) ix;
+  UnitRef r;
+  const uint4* x;
+  std::uint32_t half;
+  uint4 va, vb;
+  ScaleDivisor div;
+  const float* scale_ptr;
+  float dev_scale;
+  std::int64_t begin;
+  bool cache;  // a cache part or role
+  bool go;     // the head left the tail to run (not past the units, not padding)
+};
+
 // Unit w of token t: the packed layout's unit w (P = kAnyPart), unit w of
 // part P (by-part layout) or of role P (kQueryRole, kCacheRole: by-role
 // layout); beyond the token's (or part's, or role's) units, nothing.
 // kStyle >= 0: the lean body of that RopeStyle, which returns false, having
 // stored nothing, where a device scale needs IEEE division; -1: the general
 // body (always true). kStream: load_unit_input's. kAddressFirst, kInputs:
-// see the padding test.
+// see the padding test. kPhase: the steps it runs, with `state` the
+// UnitHead between them (kPhaseWhole: none).
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm, std::uint32_t P,
-          int kStyle, bool kStream, bool kAddressFirst, int kInputs>
-__device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t w,
-                                            std::int64_t t) {
+          int kStyle, bool kStream, bool kAddressFirst, int kInputs, int kPhase = kPhaseWhole>
+__device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t w, std::int64_t t,
+                                            UnitHead<kForm>* state = nullptr) {
   using S = ShapeOf<kR, kN, kDv>;
   const VecGeometry g = p.geometry();
-  if (!p.early_indices) dependency_wait();
-  if (t >= kLateTriggerToken) dependents_launch();
-  // 1. The token's index entries (the head of the chain), then the unit's
-  //    part, input address and scale, which do not depend on them.
-  // (The index view is made at each use: a copy held across the unit's
-  // loads costs registers, which kIndexAny's view spilled.)
-  const auto ix = load_token_indices(index_view<kForm>(p), t);
+  // What the head finds: the whole unit's own locals (one each: in one
+  // struct the compiler placed their loads otherwise), else the state's.
+  constexpr bool kOwn = kPhase == kPhaseWhole;
+  decltype(UnitHead<kForm>::ix) own_ix;
+  UnitRef own_r;
+  const uint4* own_x;
+  std::uint32_t own_half;
+  uint4 own_va, own_vb;
+  ScaleDivisor own_div;
+  const float* own_scale_ptr;
+  float own_dev_scale;
+  std::int64_t own_begin;
+  bool own_cache;
+  auto& ix = kOwn ? own_ix : state->ix;
+  UnitRef& r = kOwn ? own_r : state->r;
+  const uint4*& x = kOwn ? own_x : state->x;
+  std::uint32_t& half = kOwn ? own_half : state->half;
+  uint4& va = kOwn ? own_va : state->va;
+  uint4& vb = kOwn ? own_vb : state->vb;
+  ScaleDivisor& div = kOwn ? own_div : state->div;
+  const float*& scale_ptr = kOwn ? own_scale_ptr : state->scale_ptr;
+  float& dev_scale = kOwn ? own_dev_scale : state->dev_scale;
+  std::int64_t& begin = kOwn ? own_begin : state->begin;
+  bool& cache = kOwn ? own_cache : state->cache;
   constexpr bool kRole = P == kQueryRole || P == kCacheRole;
-  if constexpr (P == kAnyPart) {
-    if (w >= p.units) return true;
-  } else if constexpr (kRole) {
-    if (w >= role_units<kR, kN, kDv, P>(g, p.num_q_heads)) return true;
-  } else {
-    if (w >= p.part[P].units) return true;
-  }
-  UnitRef r;
-  // kAddressFirst without non-rotary parts: the packed layout's boundaries
-  // from the first line's copies (fill_decode_shape), so that the part's line
-  // is read without waiting for the second line (which the padding test then
-  // reads: below).
-  constexpr bool kFirstLine = P == kAnyPart && kAddressFirst && kR > 0 && kN == 0;
-  if constexpr (kFirstLine) {
-    VecGeometry f = g;
-    f.rot_units = f.q_nope_end = f.k_nope_end = p.warp_k;
-    r = unit_ref<kR, kN, kDv>(f, p.warp_v, w);
-  } else if constexpr (P == kAnyPart) {
-    r = unit_ref<kR, kN, kDv>(g, p.num_q_heads, w);
-  } else if constexpr (kRole) {
-    r = role_unit_ref<kR, kN, kDv, P>(g, p.num_q_heads, w);
-  } else {
-    r.part = P;
-    split_unit(w, part_half<kR, kN, kDv>(g, P) / 8, r);
-  }
   // The part's fields, each read where it is used (P: at compile time).
-  const std::uint32_t pi = P == kAnyPart || kRole ? r.part : P;
-  const auto field = [&](auto DecodePart::*m) { return part_field(p, pi, m); };
-  const uint4* x = reinterpret_cast<const uint4*>(
-      field(&DecodePart::src) +
-      head_offset(t, r.head, field(&DecodePart::src_token), field(&DecodePart::src_head)) * 2);
-  const std::uint32_t half = part_half<kR, kN, kDv>(g, r.part);
-  uint4 va = {}, vb = {};
-  ScaleDivisor div = field(&DecodePart::div);
-  const float* scale_ptr = field(&DecodePart::scale_ptr);
-  const float dev_scale = scale_ptr != nullptr ? *scale_ptr : 0.f;
-  // 2. Not padding: kv_indptr[b] (page tables), the unit's inputs, its
-  //    cos/sin (checked mode: position in range first), the page entry.
-  // kAddressFirst (the packed layout's 64-register kernels, whose threads
-  // find their part at run time): the input address joins the padding test,
-  // so that the part's parameter reads go out while the index entries are in
-  // flight, not after them; the plan's own test of the key then stays, and
-  // with it the slot's split into page and entry goes before the codes
-  // (faster both; in the other kernels it cost registers or stack, and with
-  // the key's sign assumed the split went back after the codes:
-  // perf/RESULTS.md). Device addresses are below 2^63.
-  // kFirstLine, fixed forms: the position joins it too (unchecked: a
-  // negative one is the caller's error, and its token is then skipped), so
-  // that its load goes out beside the key's, and the cos/sin row's byte
-  // stride (never negative), so that the second line is read before it.
-  // kInputs: the inputs loaded, or their lines prefetched (small launches:
-  // kPrefetchThreads), before the test (a padding token's rows may be
-  // read: docs/CONTRACT.md); with early indices after the wait (below).
-  if constexpr (kInputs == kInputsBeforeTest) {
-    if (!p.early_indices) {
+  const auto field = [&](auto DecodePart::*m) {
+    return part_field(p, P == kAnyPart || kRole ? r.part : P, m);
+  };
+  // Page tables: kv_indptr[b] heads the longest chain. A query part's or
+  // role's body skips the look-ups (the fixed forms are unchecked).
+  const auto plan_needed = [&] { return P == kAnyPart || kForm == kIndexAny || cache; };
+  if constexpr (kPhase != kPhaseTail) {
+    if constexpr (kPhase == kPhaseHead) state->go = false;
+    if (!p.early_indices) dependency_wait();
+    if (t >= kLateTriggerToken) dependents_launch();
+    // 1. The token's index entries (the head of the chain), then the unit's
+    //    part, input address and scale, which do not depend on them.
+    // (The index view is made at each use: a copy held across the unit's
+    // loads costs registers, which kIndexAny's view spilled.)
+    ix = load_token_indices(index_view<kForm>(p), t);
+    if constexpr (P == kAnyPart) {
+      if (w >= p.units) return true;
+    } else if constexpr (kRole) {
+      if (w >= role_units<kR, kN, kDv, P>(g, p.num_q_heads)) return true;
+    } else {
+      if (w >= p.part[P].units) return true;
+    }
+    // kAddressFirst without non-rotary parts: the packed layout's boundaries
+    // from the first line's copies (fill_decode_shape), so that the part's line
+    // is read without waiting for the second line (which the padding test then
+    // reads: below).
+    constexpr bool kFirstLine = P == kAnyPart && kAddressFirst && kR > 0 && kN == 0;
+    if constexpr (kFirstLine) {
+      VecGeometry f = g;
+      f.rot_units = f.q_nope_end = f.k_nope_end = p.warp_k;
+      r = unit_ref<kR, kN, kDv>(f, p.warp_v, w);
+    } else if constexpr (P == kAnyPart) {
+      r = unit_ref<kR, kN, kDv>(g, p.num_q_heads, w);
+    } else if constexpr (kRole) {
+      r = role_unit_ref<kR, kN, kDv, P>(g, p.num_q_heads, w);
+    } else {
+      r.part = P;
+      split_unit(w, part_half<kR, kN, kDv>(g, P) / 8, r);
+    }
+    x = reinterpret_cast<const uint4*>(
+        field(&DecodePart::src) +
+        head_offset(t, r.head, field(&DecodePart::src_token), field(&DecodePart::src_head)) * 2);
+    half = part_half<kR, kN, kDv>(g, r.part);
+    va = {};
+    vb = {};
+    div = field(&DecodePart::div);
+    scale_ptr = field(&DecodePart::scale_ptr);
+    dev_scale = scale_ptr != nullptr ? *scale_ptr : 0.f;
+    // 2. Not padding: kv_indptr[b] (page tables), the unit's inputs, its
+    //    cos/sin (checked mode: position in range first), the page entry.
+    // kAddressFirst (the packed layout's 64-register kernels, whose threads
+    // find their part at run time): the input address joins the padding test,
+    // so that the part's parameter reads go out while the index entries are in
+    // flight, not after them; the plan's own test of the key then stays, and
+    // with it the slot's split into page and entry goes before the codes
+    // (faster both; in the other kernels it cost registers or stack, and with
+    // the key's sign assumed the split went back after the codes:
+    // perf/RESULTS.md). Device addresses are below 2^63.
+    // kFirstLine, fixed forms: the position joins it too (unchecked: a
+    // negative one is the caller's error, and its token is then skipped), so
+    // that its load goes out beside the key's, and the cos/sin row's byte
+    // stride (never negative), so that the second line is read before it.
+    // kInputs: the inputs loaded, or their lines prefetched (small launches:
+    // kPrefetchThreads), before the test (a padding token's rows may be
+    // read: docs/CONTRACT.md); with early indices after the wait (below).
+    if constexpr (kInputs == kInputsBeforeTest) {
+      if (!p.early_indices) {
+        va = load_unit_input<kStream>(x + r.sub);
+        vb = load_unit_input<kStream>(x + half / 8 + r.sub);
+      }
+    } else if constexpr (kInputs == kInputsPrefetched) {
+      // (& rather than &&: a branch here let the compiler put the test first.)
+      const bool on = !p.early_indices &
+                      (std::uint64_t(gridDim.x) * gridDim.y * blockDim.x <= kPrefetchThreads);
+      prefetch_l2(x + r.sub, on);
+      prefetch_l2(x + half / 8 + r.sub, on);
+    }
+    const std::int64_t padding_test =
+        kAddressFirst ? ix.key | reinterpret_cast<std::int64_t>(x) |
+                            (kFirstLine && kForm != kIndexAny ? ix.pos | p.cos_row_bytes : 0)
+                      : ix.key;
+    if (__builtin_expect(padding_test < 0, 0)) return true;
+    cache = P == kQueryRole ? false : (P == kCacheRole ? true : cache_part(r.part));
+    begin = plan_needed() ? plan_begin(index_view<kForm>(p), ix) : 0;
+    if (kInputs != kInputsBeforeTest && !p.early_indices) {
       va = load_unit_input<kStream>(x + r.sub);
       vb = load_unit_input<kStream>(x + half / 8 + r.sub);
     }
-  } else if constexpr (kInputs == kInputsPrefetched) {
-    // (& rather than &&: a branch here let the compiler put the test first.)
-    const bool on =
-        !p.early_indices & (std::uint64_t(gridDim.x) * gridDim.y * blockDim.x <= kPrefetchThreads);
-    prefetch_l2(x + r.sub, on);
-    prefetch_l2(x + half / 8 + r.sub, on);
-  }
-  const std::int64_t padding_test =
-      kAddressFirst ? ix.key | reinterpret_cast<std::int64_t>(x) |
-                          (kFirstLine && kForm != kIndexAny ? ix.pos | p.cos_row_bytes : 0)
-                    : ix.key;
-  if (__builtin_expect(padding_test < 0, 0)) return true;
-  const bool cache = P == kQueryRole ? false : (P == kCacheRole ? true : cache_part(r.part));
-  // Page tables: kv_indptr[b] heads the longest chain. A query part's or
-  // role's body skips the look-ups (the fixed forms are unchecked).
-  const bool plan_needed = P == kAnyPart || kForm == kIndexAny || cache;
-  const std::int64_t begin = plan_needed ? plan_begin(index_view<kForm>(p), ix) : 0;
-  if (kInputs != kInputsBeforeTest && !p.early_indices) {
-    va = load_unit_input<kStream>(x + r.sub);
-    vb = load_unit_input<kStream>(x + half / 8 + r.sub);
+    if constexpr (kPhase == kPhaseHead) {
+      state->go = true;
+      return true;
+    }
   }
   const bool rotary = r.part <= kRotK;
   float cv[8] = {}, sv[8] = {};
@@ -404,7 +458,7 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
   }
   TokenPlan plan;
   plan.write = true;
-  if (plan_needed) plan = finish_plan(index_view<kForm>(p), ix, begin);
+  if (plan_needed()) plan = finish_plan(index_view<kForm>(p), ix, begin);
   if (__builtin_expect(!plan.write, 0)) {
     // Counted once a token: by its first unit (every unit plans where a
     // token can be bad).
@@ -450,6 +504,50 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, std::uint32_t
     }
   }
   decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, -1, kStream, kAddressFirst, kInputs>(p, w, t);
+}
+
+// Units w0 of token t0 (part or role P0) and w1 of t1 (P1) in the body
+// p.body names, both units' heads (their inputs in flight) before either's
+// tail; a lean body's unit whose device scale needs IEEE division runs again
+// in the general body, having stored nothing.
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm, std::uint32_t P0,
+          std::uint32_t P1, bool kStream, int kStyle>
+__device__ __forceinline__ void decode_pair_in(const DecodeParams& p, std::uint32_t w0,
+                                               std::int64_t t0, std::uint32_t w1, std::int64_t t1) {
+  UnitHead<kForm> h0, h1;
+  decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P0, kStyle, kStream, false, kInputsAfterTest,
+              kPhaseHead>(p, w0, t0, &h0);
+  decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P1, kStyle, kStream, false, kInputsAfterTest,
+              kPhaseHead>(p, w1, t1, &h1);
+  const bool done0 = !h0.go || decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P0, kStyle, kStream,
+                                           false, kInputsAfterTest, kPhaseTail>(p, w0, t0, &h0);
+  const bool done1 = !h1.go || decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P1, kStyle, kStream,
+                                           false, kInputsAfterTest, kPhaseTail>(p, w1, t1, &h1);
+  if constexpr (kStyle >= 0) {
+    if (!done0)
+      decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P0, -1, kStream, false, kInputsAfterTest>(p, w0,
+                                                                                              t0);
+    if (!done1)
+      decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P1, -1, kStream, false, kInputsAfterTest>(p, w1,
+                                                                                              t1);
+  }
+}
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm, std::uint32_t P0,
+          std::uint32_t P1, bool kStream>
+__device__ __forceinline__ void decode_pair(const DecodeParams& p, std::uint32_t w0,
+                                            std::int64_t t0, std::uint32_t w1, std::int64_t t1) {
+  constexpr int kNeox = int(RopeStyle::kNeox), kInterleaved = int(RopeStyle::kInterleaved);
+  if constexpr (kDecodeLeanBodies && kForm != kIndexAny) {
+    if (p.body == (kBodyLean | kNeox)) {
+      decode_pair_in<In, Out, Cos, kR, kN, kDv, kForm, P0, P1, kStream, kNeox>(p, w0, t0, w1, t1);
+      return;
+    } else if (p.body == (kBodyLean | kInterleaved)) {
+      decode_pair_in<In, Out, Cos, kR, kN, kDv, kForm, P0, P1, kStream, kInterleaved>(p, w0, t0, w1,
+                                                                                      t1);
+      return;
+    }
+  }
+  decode_pair_in<In, Out, Cos, kR, kN, kDv, kForm, P0, P1, kStream, -1>(p, w0, t0, w1, t1);
 }
 
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm,
@@ -552,6 +650,62 @@ __global__ void __launch_bounds__(kVecBlock, kDecodeManyMinBlocks)
     if (t >= nnz) return;
     if (t < kLateTriggerToken) dependents_launch();
     decode_body<In, Out, Cos, kR, kN, kDv, kForm, kAnyPart, kStream>(p, x - t * p.units, t);
+  }
+}
+
+// The flat layouts with two units a thread (Tuning::flat_pair, a
+// measurement): block b's thread i takes units 2b * blockDim.x + i and
+// blockDim.x past it (a warp's loads stay coalesced), both units' loads
+// issued before either's arithmetic, as in the op floor with two units a
+// thread, which beat the rule on the H200 at 8192 tokens (perf/RESULTS.md),
+// where the pair kernel is not yet measured. A second unit
+// past the last token is none (unit ~0 of the first's token). By role, a
+// block's two units may lie in the two roles.
+constexpr int kDecodePairMinBlocks = 3;
+template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm, bool kStream = false>
+__global__ void __launch_bounds__(kVecBlock, kDecodePairMinBlocks)
+    fused_decode_flat_pair_kernel(const DecodeParams p) {
+  static_assert(kR > 0, "FlatRoleFields: the fields kR > 0 leaves unread");
+  const std::uint32_t x0 = blockIdx.x * 2 * blockDim.x + threadIdx.x, x1 = x0 + blockDim.x;
+  const std::uint32_t nnz = p.warp_v >> 8;
+  const FlatDivisor first{p.warp_k, p.warp_v & 0xffu};
+  if constexpr (kDecodeFlatByRole<kForm>) {
+    const std::uint32_t query_end = p.*FlatRoleFields::query_end;
+    const FlatDivisor second{p.*FlatRoleFields::cache_m, p.*FlatRoleFields::cache_s};
+    const VecGeometry g = p.geometry();
+    const std::uint32_t qu = role_units<kR, kN, kDv, kQueryRole>(g, p.num_q_heads);
+    const std::uint32_t cu = role_units<kR, kN, kDv, kCacheRole>(g, p.num_q_heads);
+    if (x1 < query_end) {
+      const std::uint32_t t0 = ROPEKV_FLAT_QUOTIENT(x0, first);
+      const std::uint32_t t1 = ROPEKV_FLAT_QUOTIENT(x1, first);
+      if (t0 < kLateTriggerToken) dependents_launch();
+      decode_pair<In, Out, Cos, kR, kN, kDv, kForm, kQueryRole, kQueryRole, kStream>(
+          p, x0 - t0 * qu, t0, x1 - t1 * qu, t1);
+    } else if (x0 < query_end) {
+      const std::uint32_t t0 = ROPEKV_FLAT_QUOTIENT(x0, first);
+      std::uint32_t y1 = x1 - query_end, t1 = ROPEKV_FLAT_QUOTIENT(y1, second);
+      if (t1 >= nnz) t1 = 0, y1 = ~0u;
+      if (t1 < kLateTriggerToken || t0 < kLateTriggerToken) dependents_launch();
+      decode_pair<In, Out, Cos, kR, kN, kDv, kForm, kQueryRole, kCacheRole, kStream>(
+          p, x0 - t0 * qu, t0, y1 == ~0u ? y1 : y1 - t1 * cu, t1);
+    } else {
+      const std::uint32_t y0 = x0 - query_end, t0 = ROPEKV_FLAT_QUOTIENT(y0, second);
+      if (t0 >= nnz) return;
+      const std::uint32_t y1 = x1 - query_end;
+      std::uint32_t t1 = ROPEKV_FLAT_QUOTIENT(y1, second), w1 = y1 - t1 * cu;
+      if (t1 >= nnz) t1 = t0, w1 = ~0u;
+      if (t0 < kLateTriggerToken) dependents_launch();
+      decode_pair<In, Out, Cos, kR, kN, kDv, kForm, kCacheRole, kCacheRole, kStream>(
+          p, y0 - t0 * cu, t0, w1, t1);
+    }
+  } else {
+    const std::uint32_t t0 = ROPEKV_FLAT_QUOTIENT(x0, first);
+    if (t0 >= nnz) return;
+    std::uint32_t t1 = ROPEKV_FLAT_QUOTIENT(x1, first), w1 = x1 - t1 * p.units;
+    if (t1 >= nnz) t1 = t0, w1 = ~0u;
+    if (t0 < kLateTriggerToken) dependents_launch();
+    decode_pair<In, Out, Cos, kR, kN, kDv, kForm, kAnyPart, kAnyPart, kStream>(p, x0 - t0 * p.units,
+                                                                               t0, w1, t1);
   }
 }
 
