@@ -296,20 +296,23 @@ __device__ __forceinline__ uint4 load_unit_input(const uint4* x) {
 // units a thread runs both units' heads before either's tail, so that both
 // units' inputs are in flight at once.
 enum : int { kPhaseWhole = 0, kPhaseHead = 1, kPhaseTail = 2 };
+// What the head finds, X(type, name) each (Ix: the token's index entries'
+// type): UnitHead's fields, and decode_unit's own locals for the whole unit.
+// cache: a cache part or role.
+// clang-format off
+#define ROPEKV_UNIT_HEAD(X, Ix)                                                  \
+  X(Ix, ix) X(UnitRef, r) X(const uint4*, x) X(std::uint32_t, half)              \
+  X(uint4, va) X(uint4, vb) X(ScaleDivisor, div) X(const float*, scale_ptr)      \
+  X(float, dev_scale) X(std::int64_t, begin) X(bool, cache)
+// clang-format on
+#define ROPEKV_UNIT_HEAD_FIELD(T, name) T name;
 template <int kForm>
 struct UnitHead {
-  decltype(load_token_indices(index_view<kForm>(DecodeParams{}), 0)) ix;
-  UnitRef r;
-  const uint4* x;
-  std::uint32_t half;
-  uint4 va, vb;
-  ScaleDivisor div;
-  const float* scale_ptr;
-  float dev_scale;
-  std::int64_t begin;
-  bool cache;  // a cache part or role
-  bool go;     // the head left the tail to run (not past the units, not padding)
+  using Ix = decltype(load_token_indices(index_view<kForm>(DecodeParams{}), 0));
+  ROPEKV_UNIT_HEAD(ROPEKV_UNIT_HEAD_FIELD, Ix)
+  bool go;  // the head left the tail to run (not past the units, not padding)
 };
+#undef ROPEKV_UNIT_HEAD_FIELD
 
 // Unit w of token t: the packed layout's unit w (P = kAnyPart), unit w of
 // part P (by-part layout) or of role P (kQueryRole, kCacheRole: by-role
@@ -328,27 +331,11 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
   // What the head finds: the whole unit's own locals (one each: in one
   // struct the compiler placed their loads otherwise), else the state's.
   constexpr bool kOwn = kPhase == kPhaseWhole;
-  decltype(UnitHead<kForm>::ix) own_ix;
-  UnitRef own_r;
-  const uint4* own_x;
-  std::uint32_t own_half;
-  uint4 own_va, own_vb;
-  ScaleDivisor own_div;
-  const float* own_scale_ptr;
-  float own_dev_scale;
-  std::int64_t own_begin;
-  bool own_cache;
-  auto& ix = kOwn ? own_ix : state->ix;
-  UnitRef& r = kOwn ? own_r : state->r;
-  const uint4*& x = kOwn ? own_x : state->x;
-  std::uint32_t& half = kOwn ? own_half : state->half;
-  uint4& va = kOwn ? own_va : state->va;
-  uint4& vb = kOwn ? own_vb : state->vb;
-  ScaleDivisor& div = kOwn ? own_div : state->div;
-  const float*& scale_ptr = kOwn ? own_scale_ptr : state->scale_ptr;
-  float& dev_scale = kOwn ? own_dev_scale : state->dev_scale;
-  std::int64_t& begin = kOwn ? own_begin : state->begin;
-  bool& cache = kOwn ? own_cache : state->cache;
+#define ROPEKV_UNIT_HEAD_LOCAL(T, name) \
+  T own_##name;                         \
+  T& name = kOwn ? own_##name : state->name;
+  ROPEKV_UNIT_HEAD(ROPEKV_UNIT_HEAD_LOCAL, typename UnitHead<kForm>::Ix)
+#undef ROPEKV_UNIT_HEAD_LOCAL
   constexpr bool kRole = P == kQueryRole || P == kCacheRole;
   // The part's fields, each read where it is used (P: at compile time).
   const auto field = [&](auto DecodePart::*m) {
@@ -482,6 +469,7 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
   store_unit(dst, half, r.sub, lo, hi);
   return true;
 }
+#undef ROPEKV_UNIT_HEAD
 
 // Unit w of token t (as decode_unit) in the body p.body names; the run-time
 // index form has the general body only (its index resolution is the longer
