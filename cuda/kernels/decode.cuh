@@ -471,27 +471,36 @@ __device__ __forceinline__ bool decode_unit(const DecodeParams& p, std::uint32_t
 }
 #undef ROPEKV_UNIT_HEAD
 
-// Unit w of token t (as decode_unit) in the body p.body names; the run-time
-// index form has the general body only (its index resolution is the longer
-// part, and its lean bodies spilled), as has HIP
-// (kDecodeLeanBodies).
+// Calls f(std::integral_constant<int, S>{}) for the body p.body names: S a
+// lean body's RoPE style, or -1 for the general body, which also runs when a
+// lean body's f returns false (a unit whose device scale needs IEEE division,
+// having stored nothing). The run-time index form has the general body only
+// (its index resolution is the longer part, and its lean bodies spilled), as
+// has HIP (kDecodeLeanBodies). Callers' lambdas are always_inline: without it
+// nvcc compiles the decode kernels to other code (same size, reordered).
+template <int kForm, class F>
+__device__ __forceinline__ void by_body(const DecodeParams& p, F&& f) {
+  constexpr int kNeox = int(RopeStyle::kNeox), kInterleaved = int(RopeStyle::kInterleaved);
+  if constexpr (kDecodeLeanBodies && kForm != kIndexAny) {
+    if (p.body == (kBodyLean | kNeox)) {
+      if (f(std::integral_constant<int, kNeox>{})) return;
+    } else if (p.body == (kBodyLean | kInterleaved)) {
+      if (f(std::integral_constant<int, kInterleaved>{})) return;
+    }
+  }
+  f(std::integral_constant<int, -1>{});
+}
+
+// Unit w of token t (as decode_unit) in the body p.body names (by_body).
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm, std::uint32_t P,
           bool kStream = false, bool kAddressFirst = false, int kInputs = kInputsAfterTest>
 __device__ __forceinline__ void decode_body(const DecodeParams& p, std::uint32_t w,
                                             std::int64_t t) {
-  constexpr int kNeox = int(RopeStyle::kNeox), kInterleaved = int(RopeStyle::kInterleaved);
-  if constexpr (kDecodeLeanBodies && kForm != kIndexAny) {
-    if (p.body == (kBodyLean | kNeox)) {
-      if (decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, kNeox, kStream, kAddressFirst, kInputs>(
-              p, w, t))
-        return;
-    } else if (p.body == (kBodyLean | kInterleaved)) {
-      if (decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, kInterleaved, kStream, kAddressFirst,
-                      kInputs>(p, w, t))
-        return;
-    }
-  }
-  decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, -1, kStream, kAddressFirst, kInputs>(p, w, t);
+  by_body<kForm>(
+      p, [&](auto style) __attribute__((always_inline)) {
+        return decode_unit<In, Out, Cos, kR, kN, kDv, kForm, P, decltype(style)::value, kStream,
+                           kAddressFirst, kInputs>(p, w, t);
+      });
 }
 
 // Units w0 of token t0 (part or role P0) and w1 of t1 (P1) in the body
@@ -524,18 +533,12 @@ template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm, st
           std::uint32_t P1, bool kStream>
 __device__ __forceinline__ void decode_pair(const DecodeParams& p, std::uint32_t w0,
                                             std::int64_t t0, std::uint32_t w1, std::int64_t t1) {
-  constexpr int kNeox = int(RopeStyle::kNeox), kInterleaved = int(RopeStyle::kInterleaved);
-  if constexpr (kDecodeLeanBodies && kForm != kIndexAny) {
-    if (p.body == (kBodyLean | kNeox)) {
-      decode_pair_in<In, Out, Cos, kR, kN, kDv, kForm, P0, P1, kStream, kNeox>(p, w0, t0, w1, t1);
-      return;
-    } else if (p.body == (kBodyLean | kInterleaved)) {
-      decode_pair_in<In, Out, Cos, kR, kN, kDv, kForm, P0, P1, kStream, kInterleaved>(p, w0, t0, w1,
-                                                                                      t1);
-      return;
-    }
-  }
-  decode_pair_in<In, Out, Cos, kR, kN, kDv, kForm, P0, P1, kStream, -1>(p, w0, t0, w1, t1);
+  by_body<kForm>(
+      p, [&](auto style) __attribute__((always_inline)) {
+        decode_pair_in<In, Out, Cos, kR, kN, kDv, kForm, P0, P1, kStream, decltype(style)::value>(
+            p, w0, t0, w1, t1);
+        return true;
+      });
 }
 
 template <DType In, DType Out, DType Cos, int kR, int kN, int kDv, int kForm,
@@ -671,11 +674,12 @@ __global__ void __launch_bounds__(kVecBlock, kDecodePairMinBlocks)
           p, x0 - t0 * qu, t0, x1 - t1 * qu, t1);
     } else if (x0 < query_end) {
       const std::uint32_t t0 = ROPEKV_FLAT_QUOTIENT(x0, first);
-      std::uint32_t y1 = x1 - query_end, t1 = ROPEKV_FLAT_QUOTIENT(y1, second);
-      if (t1 >= nnz) t1 = 0, y1 = ~0u;
+      const std::uint32_t y1 = x1 - query_end;
+      std::uint32_t t1 = ROPEKV_FLAT_QUOTIENT(y1, second), w1 = y1 - t1 * cu;
+      if (t1 >= nnz) t1 = 0, w1 = ~0u;
       if (t1 < kLateTriggerToken || t0 < kLateTriggerToken) dependents_launch();
       decode_pair<In, Out, Cos, kR, kN, kDv, kForm, kQueryRole, kCacheRole, kStream>(
-          p, x0 - t0 * qu, t0, y1 == ~0u ? y1 : y1 - t1 * cu, t1);
+          p, x0 - t0 * qu, t0, w1, t1);
     } else {
       const std::uint32_t y0 = x0 - query_end, t0 = ROPEKV_FLAT_QUOTIENT(y0, second);
       if (t0 >= nnz) return;
