@@ -676,7 +676,7 @@ __global__ void __launch_bounds__(kVecBlock, kDecodePairMinBlocks)
       const std::uint32_t t0 = ROPEKV_FLAT_QUOTIENT(x0, first);
       const std::uint32_t y1 = x1 - query_end;
       std::uint32_t t1 = ROPEKV_FLAT_QUOTIENT(y1, second), w1 = y1 - t1 * cu;
-      if (t1 >= nnz) t1 = 0, w1 = ~0u;
+      if (t1 >= nnz) t1 = t0, w1 = ~0u;
       if (t1 < kLateTriggerToken || t0 < kLateTriggerToken) dependents_launch();
       decode_pair<In, Out, Cos, kR, kN, kDv, kForm, kQueryRole, kCacheRole, kStream>(
           p, x0 - t0 * qu, t0, w1, t1);
