@@ -492,6 +492,35 @@ TEST_F(LayoutsValidate, HelperBuiltCallsValidate) {
   EXPECT_TRUE(r.ok()) << r.message;
 }
 
+TEST(Layouts, ViewHelpersKeepTheRank) {
+  // A rank outside 0-4 stays in the view (at most four extents copied), so
+  // validation names it instead of checking a truncated or absent view.
+  const std::int64_t ext[5] = {3, 2, 16, 1, 64}, str[5] = {2048, 1024, 64, 64, 1};
+  std::uint8_t buf[8] = {};
+  const TensorView s = make_strided(buf, DType::kFloat8E4M3FN, 5, ext, str);
+  EXPECT_EQ(s.rank, 5);
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(s.extent[k], ext[k]) << k;
+    EXPECT_EQ(s.stride[k], str[k]) << k;
+  }
+  EXPECT_EQ(make_contiguous(buf, DType::kFloat8E4M3FN, 5, ext).rank, 5);
+  const TensorView n = make_strided(buf, DType::kFloat8E4M3FN, -1, ext, str);
+  EXPECT_EQ(n.rank, -1);
+  EXPECT_FALSE(n.present());
+  EXPECT_EQ(make_contiguous(buf, DType::kFloat8E4M3FN, -1, ext).rank, -1);
+}
+
+TEST_F(LayoutsValidate, WholeStackedCacheIsARankError) {
+  // vLLM's stacked [P, 2, ps, Hk, D] cache passed whole, not through
+  // stacked_kv_cache: the rank is named, not a stride of a truncated view.
+  Arguments a = Valid();
+  const TensorView& c = a.k_cache_rope;
+  const std::int64_t ext[5] = {c.extent[0], 2, c.extent[1], c.extent[2], c.extent[3]};
+  const std::int64_t str[5] = {2 * c.stride[0], c.stride[0], c.stride[1], c.stride[2], 1};
+  a.k_cache_rope = make_strided(c.data, c.dtype, 5, ext, str);
+  expect_rejected(a, Status::kErrorInvalidRank, {"k_cache_rope must have rank 4", "got 5"});
+}
+
 TEST_F(LayoutsValidate, MlaKindNotSet) {
   Arguments a = Valid();
   a.kind = AttentionKind::kGqa;  // MLA views, but the kind left at its default

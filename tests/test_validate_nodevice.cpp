@@ -139,7 +139,7 @@ std::vector<Broken> broken_cases() {
        [](A a, F) { a.k_scale = Scale::host(-1.0f); },
        Status::kErrorInvalidScale,
        {"k_scale", "positive and finite"}},
-      {"overlapping outputs",
+      {"overlapping views",
        [](A a, F) { a.q_rope_out.data = a.k_cache_rope.data; },
        Status::kErrorOverlap,
        {"q_rope_out", "k_cache_rope", "overlap"}},

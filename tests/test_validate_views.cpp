@@ -206,6 +206,17 @@ TEST_F(Validate, WrongRankAboveFour) {
   ExpectRejected(a, Status::kErrorInvalidRank, {"k_cache_rope", "must have rank 4", "got 5"});
 }
 
+TEST_F(Validate, NegativeRankIsNotAbsent) {
+  // Rank 0 leaves the non-rotary part out (N = 0); a negative rank is a bad
+  // view, not a silent N = 0.
+  Arguments a = Baseline();
+  a.q_nope = a.k_nope = a.q_nope_out = a.k_cache_nope = TensorView{};
+  const Result absent = validate(a, Backend::kHost);
+  ASSERT_TRUE(absent.ok()) << absent.message;
+  a.q_nope.rank = -1;
+  ExpectRejected(a, Status::kErrorInvalidRank, {"q_nope", "must have rank 3", "got -1"});
+}
+
 TEST_F(Validate, NopePartiallyAbsent) {
   // N > 0 is given by q_nope, k_nope, q_nope_out and k_cache_nope together;
   // leaving one of them out is a rank error, not a silent N = 0.

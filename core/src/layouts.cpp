@@ -32,8 +32,9 @@ TensorView make_strided(void* data, DType dtype, std::int32_t rank, const std::i
   TensorView v;
   v.data = data;
   v.dtype = dtype;
-  v.rank = rank < 0 ? 0 : (rank > 4 ? 4 : rank);
-  for (int k = 0; k < v.rank; ++k) {
+  v.rank = rank;  // kept as given: validation names a rank outside 0-4
+  const int n = rank < 0 ? 0 : (rank > 4 ? 4 : rank);
+  for (int k = 0; k < n; ++k) {
     v.extent[k] = extents[k];
     v.stride[k] = strides[k];
   }
@@ -45,7 +46,7 @@ TensorView make_contiguous(void* data, DType dtype, std::int32_t rank,
   std::int64_t strides[4] = {1, 1, 1, 1};
   const int r = rank < 0 ? 0 : (rank > 4 ? 4 : rank);
   for (int k = r - 2; k >= 0; --k) strides[k] = strides[k + 1] * extents[k + 1];
-  return make_strided(data, dtype, r, extents, strides);
+  return make_strided(data, dtype, rank, extents, strides);
 }
 
 TensorView make_vector(void* data, DType dtype, std::int64_t n) noexcept {

@@ -31,7 +31,7 @@ const char* to_string(Status status) noexcept {
     case Status::kErrorMisaligned: return "misaligned operand";
     case Status::kErrorInvalidPageSize: return "invalid page size";
     case Status::kErrorInvalidScale: return "invalid scale";
-    case Status::kErrorOverlap: return "overlapping outputs";
+    case Status::kErrorOverlap: return "overlapping views";
     case Status::kErrorInvalidArgument: return "invalid argument";
     case Status::kErrorBackendNotCompiled: return "backend not compiled";
     case Status::kErrorNoDevice: return "no device";

@@ -63,10 +63,12 @@ const char* index_dtype_names() {
 // ---- rules on one view, scale or size
 // Checks that `v` has `rank` dims, a supported dtype, non-negative extents
 // and strides, a contiguous last dim, aligned non-null data.
+Result rank_error(const char* name, int rank, int got) {
+  return make_result(Status::kErrorInvalidRank, "%s must have rank %d, got %d", name, rank, got);
+}
+
 Result check_view(const TensorView& v, const char* name, int rank) {
-  if (v.rank != rank)
-    return make_result(Status::kErrorInvalidRank, "%s must have rank %d, got %d", name, rank,
-                       v.rank);
+  if (v.rank != rank) return rank_error(name, rank, v.rank);
   for (int k = 0; k < rank; ++k) {
     if (v.extent[k] < 0)
       return make_result(Status::kErrorShapeMismatch, "%s.extent[%d] must be >= 0, got %lld", name,
@@ -215,6 +217,11 @@ Result Validator::check_views() const {
     constexpr const ViewSpec& s = kViews[kViewsOrder.view[decltype(i)::value]];
     constexpr int d = kViewsOrder.dim[decltype(i)::value];
     const TensorView& v = view_in(a_, s);
+    // A negative rank is no view, not an absent one (rank 0).
+    if (v.rank < 0) {
+      r = rank_error(s.name, s.rank, v.rank);
+      return false;
+    }
     if (!on_(s.when)) {
       // MLA has no value: its views must be absent (explicit: one rule, one
       // message for both).

@@ -75,7 +75,7 @@ enum class Status : std::int32_t {
   kErrorMisaligned,          // pointer not aligned to its element size
   kErrorInvalidPageSize,     // page_size <= 0
   kErrorInvalidScale,        // host scale not positive and finite
-  kErrorOverlap,             // two outputs overlap
+  kErrorOverlap,             // an output overlaps itself, another output or an input
   kErrorInvalidArgument,     // an enum value out of range, MLA with a value, ...
   kErrorBackendNotCompiled,  // the requested backend is not in this build
   kErrorNoDevice,            // the backend is compiled but has no device
@@ -84,7 +84,7 @@ enum class Status : std::int32_t {
 const char* to_string(Status status) noexcept;
 
 // The outcome of every call: a status plus a message that names the argument
-// and the rule, e.g. "k_cache_rope.stride[3] must be 1, got 2".
+// and the rule, e.g. "k_cache_rope.stride[3] must be 1 (contiguous last dim), got 2".
 //
 // The message is a NUL-terminated string; the bytes after its NUL are not
 // part of it (a success costs no 256-byte clear, and copies copy the string).
@@ -128,7 +128,8 @@ struct TensorView {
 // Row-major contiguous view of `rank` extents.
 TensorView make_contiguous(void* data, DType dtype, std::int32_t rank,
                            const std::int64_t* extents) noexcept;
-// Strided view: `rank` extents and strides (elements).
+// Strided view: `rank` extents and strides (elements). The rank is kept as
+// given: one outside 0-4 gets validation's rank error, not a truncated view.
 TensorView make_strided(void* data, DType dtype, std::int32_t rank, const std::int64_t* extents,
                         const std::int64_t* strides) noexcept;
 // 1-D contiguous view (index arrays, positions).
@@ -265,8 +266,8 @@ struct Arguments {
 
 // ---------------------------------------------------------------- backends
 enum class Backend : std::int32_t {
-  kAuto = 0,  // CUDA if compiled and a device is present, else HIP, else host
-  kHost,      // Kokkos DefaultHostExecutionSpace; all pointers are host memory
+  kAuto = 0,  // the first available of CUDA, HIP, host (resolve_backend)
+  kHost,      // Kokkos' host space (its own threads when that is serial); host memory
   kCuda,      // all pointers are CUDA device memory (or managed)
   kHip,       // all pointers are HIP device memory
 };
