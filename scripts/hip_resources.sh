@@ -7,11 +7,12 @@
 #
 #   bash scripts/hip_resources.sh            regenerate hip/RESOURCES.md
 #   bash scripts/hip_resources.sh --check    CI: write the table under
-#       build/hip-resources/, say whether hip/RESOURCES.md is current, and
-#       fail when a vector-path kernel (every kernel but the generic ones)
-#       uses scratch memory (spills or a stack) on any architecture
-#   ... --check --report-only                the same, but scratch in a vector
-#       kernel is reported, not failed
+#       build/hip-resources/ and fail when hip/RESOURCES.md is not that
+#       table (its commit line aside) or when a vector-path kernel (every
+#       kernel but the generic ones) uses scratch memory (spills or a stack)
+#       on any architecture
+#   ... --check --report-only                the same, but both are reported,
+#       not failed
 # Environment: HIP_RESOURCE_ARCHS (default "gfx90a gfx940").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -194,11 +195,12 @@ if [ "$check" -eq 1 ]; then
       >/dev/null 2>&1; then
     echo "hip_resources: hip/RESOURCES.md is current"
   else
-    echo "hip_resources: NOTE: hip/RESOURCES.md differs from this build's report" \
+    echo "hip_resources: FAILED: hip/RESOURCES.md differs from this build's report" \
          "(regenerate: bash scripts/hip_resources.sh)"
+    [ "$report_only" -eq 1 ] || [ "$status" -ne 0 ] || status=4
   fi
 fi
-if [ "$status" -ne 0 ]; then
+if [ "$status" -eq 3 ]; then
   echo "hip_resources: FAILED: vector-path kernels use scratch (see above)"
 fi
 exit "$status"

@@ -97,7 +97,7 @@ fi
 
 bash scripts/tsan.sh && summary+=("tsan  PASSED   threaded host tests under ThreadSanitizer") || { summary+=("tsan  FAILED   scripts/tsan.sh"); status=1; }
 bash scripts/fuzz.sh && summary+=("fuzz  PASSED   $(cat build/fuzz/summary.txt 2>/dev/null)") || { summary+=("fuzz  FAILED   scripts/fuzz.sh (inputs in build/fuzz/findings)"); status=1; }
-bash scripts/hip_resources.sh --check && summary+=("hipres PASSED  HIP kernel resources: no scratch in the vector and decode kernels") || { summary+=("hipres FAILED  scripts/hip_resources.sh --check"); status=1; }
+bash scripts/hip_resources.sh --check && summary+=("hipres PASSED  HIP kernel resources: no scratch in the vector and decode kernels, hip/RESOURCES.md current") || { summary+=("hipres FAILED  scripts/hip_resources.sh --check"); status=1; }
 # clang-format 14 over the C++/CUDA sources; its last line (the count) is the summary.
 if fmt=$(bash scripts/format_check.sh 2>&1); then fmt_status=PASSED; else fmt_status=FAILED; status=1; fi
 echo "$fmt"
