@@ -51,11 +51,13 @@ run_preset() {
   if cmake --preset "$name" "$@" && step="build" &&
      cmake --build --preset "$name" -j "$jobs" && step="test" &&
      ctest --preset "$name" -j "$jobs" 2>&1 | tee "$log"; then  # pipefail: ctest's status
-    local line skipped
-    line=$(grep -E 'tests passed, [0-9]+ tests failed out of' "$log" | tail -1 || true)
-    skipped=$(grep -c '(Skipped)' "$log" || true)
-    summary+=("$(printf '%-9s PASSED   %4ss  %s; %s skipped' "$name" $((SECONDS - start)) "$line" \
-                 "$skipped")")
+    # ctest counts a skipped test as passed: report the ones that ran apart.
+    local total skipped label=PASSED
+    total=$(grep -oE 'tests failed out of [0-9]+' "$log" | tail -1 | grep -oE '[0-9]+$' || echo 0)
+    skipped=$(grep -cE '\((Skipped|Disabled|Not Run)\)' "$log" || true)
+    [ "$skipped" -gt 0 ] && label=PARTIAL
+    summary+=("$(printf '%-9s %-8s %4ss  %s of %s tests ran and passed, %s skipped (no device)' \
+                 "$name" "$label" $((SECONDS - start)) $((total - skipped)) "$total" "$skipped")")
   else
     local line=""
     [ "$step" = test ] && line=$(grep -E 'tests failed out of' "$log" | tail -1 || true)
