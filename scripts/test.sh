@@ -56,7 +56,7 @@ run_preset() {
     total=$(grep -oE 'tests failed out of [0-9]+' "$log" | tail -1 | grep -oE '[0-9]+$' || echo 0)
     skipped=$(grep -cE '\((Skipped|Disabled|Not Run)\)' "$log" || true)
     [ "$skipped" -gt 0 ] && label=PARTIAL
-    summary+=("$(printf '%-9s %-8s %4ss  %s of %s tests ran and passed, %s skipped (no device)' \
+    summary+=("$(printf '%-9s %-8s %4ss  %s of %s tests ran and passed, %s skipped' \
                  "$name" "$label" $((SECONDS - start)) $((total - skipped)) "$total" "$skipped")")
   else
     local line=""

@@ -61,12 +61,12 @@ const char* index_dtype_names() {
 }
 
 // ---- rules on one view, scale or size
-// Checks that `v` has `rank` dims, a supported dtype, non-negative extents
-// and strides, a contiguous last dim, aligned non-null data.
 Result rank_error(const char* name, int rank, int got) {
   return make_result(Status::kErrorInvalidRank, "%s must have rank %d, got %d", name, rank, got);
 }
 
+// Checks that `v` has `rank` dims, a supported dtype, non-negative extents
+// and strides, a contiguous last dim, aligned non-null data.
 Result check_view(const TensorView& v, const char* name, int rank) {
   if (v.rank != rank) return rank_error(name, rank, v.rank);
   for (int k = 0; k < rank; ++k) {
