@@ -77,6 +77,9 @@ double model_bytes(const LaunchParams& p) {
   return per_token * double(p.nnz);
 }
 
+// What host_last_call_threads() reports: set once per call, per calling thread.
+thread_local int last_call_threads = 0;
+
 }  // namespace
 
 void host_for_tokens(const LaunchParams& p,
@@ -88,6 +91,7 @@ void host_for_tokens(const LaunchParams& p,
     Kokkos::parallel_for("ropekv::host::rope_quant_append", Policy(0, p.nnz),
                          [&body](std::int64_t t) { body(t, t + 1); });
     Space().fence();
+    last_call_threads = Space::concurrency();
     return;
   }
   // Serial host space: the calling thread and up to threads - 1 workers
@@ -99,6 +103,7 @@ void host_for_tokens(const LaunchParams& p,
   const int threads =
       model_bytes(p) < kMinBytesForThreads ? 1 : int(std::min<std::int64_t>(own_threads(), p.nnz));
   if (threads <= 1) {
+    last_call_threads = 1;
     if (p.nnz > 0) body(0, p.nnz);
     return;
   }
@@ -123,9 +128,12 @@ void host_for_tokens(const LaunchParams& p,
       break;
     }
   }
+  last_call_threads = 1 + int(workers.size());
   work();
   for (std::thread& w : workers) w.join();
 }
+
+int host_last_call_threads() noexcept { return last_call_threads; }
 
 int host_backend_threads() noexcept {
   ensure_kokkos();

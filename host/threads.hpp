@@ -25,5 +25,12 @@ int host_backend_threads() noexcept;
 void host_for_tokens(const LaunchParams& p,
                      const std::function<void(std::int64_t, std::int64_t)>& body);
 
+// For tests: how many threads the last host_for_tokens call made on this
+// thread ran its work on (1: the calling thread alone; with own threads, the
+// calling thread plus the workers that started; with a parallel Kokkos host
+// space, its concurrency). 0 before the first call. Says whether a call was
+// actually split, which host_backend_threads() (the configured count) does not.
+int host_last_call_threads() noexcept;
+
 }  // namespace detail
 }  // namespace ropekv
