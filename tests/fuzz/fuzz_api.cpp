@@ -15,6 +15,13 @@
 //      shared with another output element or an input element;
 //   4. an accepted call that was run changed only bytes of its output
 //      elements and of the checked-mode counter;
+//   4b. where the test oracle (tests/oracle.hpp, an independent definition of
+//      the op) applies to a call that was run, every element it names holds
+//      a code its bound allows, no other byte changed, and the checked-mode
+//      counter grew by the oracle's count of bad tokens. It applies when the
+//      call names at most kOracleMaxElements elements and every input value
+//      keeps the op's float32 products and quotients normal, as the oracle's
+//      bounds assume (most fill seeds give such values; see fill_bits);
 //   5. an accepted call prepared (PreparedCall), then stepped twice with
 //      arguments that differ from the step before only in what a step may
 //      change (a view's data moved or set to another's, the token count, or
@@ -26,12 +33,16 @@
 // caller's business) and unchecked calls with an index out of range (only
 // checked mode guards indices, which may live in device memory).
 //
+// At exit the harness prints how many inputs were validated, accepted, run
+// and checked against the oracle; scripts/fuzz.sh fails when too few were.
+//
 // The structure-aware mutator and the seed corpus writer (built with
 // ROPEKV_FUZZ_WRITE_SEEDS) are in fuzz_inputs.cpp.
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -41,6 +52,7 @@
 #include <vector>
 
 #include "fuzz_format.hpp"
+#include "oracle.hpp"
 #include "ropekv/ropekv.hpp"
 
 using namespace ropekv_fuzz;  // the input format (fuzz_format.hpp)
@@ -52,6 +64,27 @@ namespace {
 }
 
 #if !defined(ROPEKV_FUZZ_WRITE_SEEDS)
+
+namespace orc = ropekv_oracle;
+
+// The harness's own byte loops: not coverage feedback (their comparisons
+// say nothing about the library), and instrumented they halve the speed.
+#define ROPEKV_FUZZ_NO_COVERAGE __attribute__((no_sanitize("coverage")))
+
+// What happened to the inputs, printed at exit (scripts/fuzz.sh reads it).
+struct Counts {
+  long long validated = 0, accepted = 0, run = 0, oracle_checked = 0;
+  long long oracle_large = 0, oracle_values = 0;  // run, but not checked by the oracle: why
+};
+Counts counts;
+void print_counts() {
+  std::fprintf(stderr,
+               "ropekv fuzz: counts: validated %lld accepted %lld run %lld oracle_checked %lld "
+               "(run but not oracle-checked: %lld too large, %lld with values outside the "
+               "oracle's range)\n",
+               counts.validated, counts.accepted, counts.run, counts.oracle_checked,
+               counts.oracle_large, counts.oracle_values);
+}
 
 [[noreturn]] void finding(const char* what, const std::string& detail) {
   std::fprintf(stderr, "ropekv fuzz: FINDING: %s: %s\n", what, detail.c_str());
@@ -366,23 +399,168 @@ void check_prepared_steps(const Call& c, std::uint64_t seed) {
   }
 }
 
-void check_call(const Desc& d) {
+// ------------------------------------------------------------------ the oracle (4b)
+// Elements a call may name before the oracle is skipped (its cost grows
+// with them; the arenas bound the outputs, not the tokens that reach them).
+constexpr i128 kOracleMaxElements = i128(1) << 17;
+
+// Eight bytes of the fill from 64 random bits x. For fill seeds not
+// divisible by 8, each 16-bit word (little-endian, so also an fp32's upper
+// half) gets a bf16/fp32 exponent within 2^-31..2^32 (fp16: 2^-3..2^4), and
+// one group in 64 has one word +-inf or NaN; the oracle's bounds hold for
+// such values. Else the raw bits: any value, float32 overflow included.
+ROPEKV_FUZZ_NO_COVERAGE std::uint64_t fill_bits(std::uint64_t x, bool raw) {
+  if (raw) return x;
+  constexpr std::uint64_t kSignMantissa = 0x807F807F807F807Full, kSix = 0x003F003F003F003Full;
+  // Per word: sign and mantissa kept, exponent 96 + 6 random bits (no carry
+  // leaves the word).
+  std::uint64_t y = (x & kSignMantissa) | ((((x >> 7) & kSix) + 0x0060006000600060ull) << 7);
+  // Bits 13 and 14 of each word are unused above: 6 of them pick the group.
+  if (((x >> 13) & 3) == 3 && ((x >> 29) & 3) == 3 && ((x >> 45) & 3) == 3) {
+    const int word = int((x >> 61) & 3);
+    const std::uint64_t special = (x >> (16 * word)) & 1 ? 0x7fc1u : 0x7f80u;  // NaN or inf
+    y = (y & ~(0x7fffull << (16 * word))) | (special << (16 * word));
+  }
+  return y;
+}
+
+// Whether the input bytes of view v, read as its dtype at every element
+// position of its footprint, are values for which the oracle's bounds hold:
+// zero, non-finite, or of magnitude within 2^-32..2^34, so that with scales
+// within 2^-8..2^8 no float32 product, sum or quotient of the op leaves the
+// normal range (a cancelling sum is 0 or at least 2^-110).
+ROPEKV_FUZZ_NO_COVERAGE bool oracle_values(const TensorView& v) {
+  if (!v.present()) return true;
+  const Footprint f = footprint(v);
+  if (f.empty) return true;
+  const std::int64_t es = elem_size(v.dtype);
+  const int bits = int(es) * 8;
+  for (i128 at = f.lo; at < f.hi; at += es) {  // every element lies at f.lo + k * es
+    const double x = orc::decode(
+        v.dtype, orc::load_code(reinterpret_cast<const unsigned char*>(std::uintptr_t(at)), bits));
+    if (std::isfinite(x) && x != 0 && (std::fabs(x) < 0x1p-32 || std::fabs(x) > 0x1p34))
+      return false;
+  }
+  return true;
+}
+// Whether the oracle may read scale s (it reads each one the call's kind
+// has, as a float: 4-byte aligned) and, for an FP8 output, whether its value
+// lies within 2^-8..2^8.
+bool oracle_scale(const ropekv::Scale& s, bool fp8) {
+  if (s.device != nullptr && reinterpret_cast<std::uintptr_t>(s.device) % 4 != 0) return false;
+  if (!fp8) return true;
+  const double x = s.device != nullptr ? double(*s.device) : double(s.value);
+  return std::fabs(x) >= 0x1p-8 && std::fabs(x) <= 0x1p8;
+}
+
+std::int64_t last_extent(const TensorView& v) { return v.present() ? v.extent[v.rank - 1] : 0; }
+
+enum class OracleUse { kChecks, kTooLarge, kValues };
+const char* to_string(OracleUse u) {
+  return u == OracleUse::kChecks ? "checks" : (u == OracleUse::kTooLarge ? "too large" : "values");
+}
+
+// Whether the oracle applies to a runnable call c, and if not, why.
+OracleUse oracle_use(const Call& c) {
+  const Arguments& a = c.args;
+  const bool mla = a.kind == ropekv::AttentionKind::kMla;
+  const i128 per_token = i128(a.q_rope.extent[1]) * (a.q_rope.extent[2] + last_extent(a.q_nope)) +
+                         i128(a.k_rope.extent[1]) * (a.k_rope.extent[2] + last_extent(a.k_nope) +
+                                                     (mla ? 0 : last_extent(a.v)));
+  if (i128(a.q_rope.extent[0]) * per_token > kOracleMaxElements) return OracleUse::kTooLarge;
+  for (const TensorView* v : {&a.q_rope, &a.q_nope, &a.k_rope, &a.k_nope, &a.cos_sin_cache})
+    if (!oracle_values(*v)) return OracleUse::kValues;
+  if (!mla && !oracle_values(a.v)) return OracleUse::kValues;
+  const bool q_fp8 = orc::is_fp8(a.q_rope_out.dtype), c_fp8 = orc::is_fp8(a.k_cache_rope.dtype);
+  if (!oracle_scale(a.q_scale, q_fp8) || !oracle_scale(a.k_scale, c_fp8) ||
+      (!mla && !oracle_scale(a.v_scale, c_fp8)))
+    return OracleUse::kValues;
+  return OracleUse::kChecks;
+}
+
+std::string hex(std::uint32_t code) {
+  char b[16];
+  std::snprintf(b, sizeof(b), "0x%x", code);
+  return b;
+}
+
+// Property 4b, after run(): ref is the oracle's reference computed before it.
+ROPEKV_FUZZ_NO_COVERAGE void check_with_oracle(const Call& c, const orc::Reference& ref) {
   Arenas& ar = arenas();
-  // Inputs from the seed, the index arena from the input's tail, outputs a pattern.
+  // Tokens that share a cache entry (a caller error validation cannot see)
+  // leave one of their values: an element passes when any of its address's
+  // elements allows its code.
+  std::vector<std::size_t> order(ref.elements.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+    return ref.elements[x].address < ref.elements[y].address;
+  });
+  std::vector<std::vector<bool>> named(kArenas, std::vector<bool>(kArenaBytes, false));
+  for (std::size_t g = 0; g < order.size();) {
+    std::size_t end = g;
+    const orc::ExpectedElement& e = ref.elements[order[g]];
+    while (end < order.size() && ref.elements[order[end]].address == e.address) ++end;
+    const int bytes = orc::bits_of(e.dtype) / 8;
+    const i128 at = i128(reinterpret_cast<std::uintptr_t>(e.address));
+    const int arena = arena_of(at, at + bytes);
+    if (arena < 0) finding("the oracle named an element outside the arenas", e.describe());
+    const std::size_t off = std::size_t(e.address - ar.base[arena]);
+    for (int k = 0; k < bytes; ++k) named[std::size_t(arena)][off + std::size_t(k)] = true;
+    const std::uint32_t code = orc::load_code(e.address, orc::bits_of(e.dtype));
+    bool allowed = false;
+    for (std::size_t k = g; k < end && !allowed; ++k) allowed = ref.elements[order[k]].allows(code);
+    if (!allowed)
+      finding("an output element outside the oracle's bounds",
+              e.describe() + "; library wrote " + hex(code) +
+                  (end - g > 1 ? " (" + std::to_string(end - g) + " tokens share it)" : ""));
+    g = end;
+  }
+  const Arguments& a = c.args;
+  std::size_t counter = kArenaBytes;  // the counter's offset, if checked mode has one
+  if (a.checked.enabled && a.checked.skipped_tokens != nullptr) {
+    counter =
+        std::size_t(reinterpret_cast<unsigned char*>(a.checked.skipped_tokens) - ar.base[kCounter]);
+    unsigned long long before, after;
+    std::memcpy(&before, ar.pattern[kCounter].data() + counter, 8);
+    std::memcpy(&after, ar.base[kCounter] + counter, 8);
+    if (after - before != static_cast<unsigned long long>(ref.bad_tokens))
+      finding("the checked-mode counter disagrees with the oracle",
+              "grew by " + std::to_string(after - before) + ", the oracle counts " +
+                  std::to_string(ref.bad_tokens) + " bad tokens");
+  }
+  for (int i = 0; i < kArenas; ++i)
+    for (std::size_t k = 0; k < kArenaBytes; ++k)
+      if (ar.base[i][k] != ar.pattern[i][k] && !named[std::size_t(i)][k] &&
+          !(i == kCounter && k >= counter && k < counter + 8))
+        finding("an accepted call wrote a byte the oracle does not name",
+                "arena " + std::to_string(i) + " byte " + std::to_string(k));
+}
+
+// Inputs from the seed, the index arena from the input's tail, outputs a pattern.
+ROPEKV_FUZZ_NO_COVERAGE void fill_arenas(std::uint32_t fill_seed) {
+  Arenas& ar = arenas();
+  const bool raw = fill_seed % 8 == 0;
   for (int i = 0; i < kArenas; ++i) {
     if (i == kIndex) continue;
-    std::uint64_t x = mix(d.fill_seed * 16ull + std::uint64_t(i));
+    std::uint64_t x = mix(fill_seed * 16ull + std::uint64_t(i));
     for (std::size_t k = 0; k < kArenaBytes; k += 8) {
       x = mix(x);
-      std::memcpy(&ar.pattern[i][k], &x, 8);
+      const std::uint64_t y = fill_bits(x, raw);
+      std::memcpy(&ar.pattern[i][k], &y, 8);
     }
     std::memcpy(ar.base[i], ar.pattern[i].data(), kArenaBytes);
   }
   std::memcpy(ar.base[kIndex], ar.pattern[kIndex].data(), kArenaBytes);
+}
+
+void check_call(const Desc& d) {
+  Arenas& ar = arenas();
+  fill_arenas(d.fill_seed);
 
   Call c = decode(d);
   const Arguments& a = c.args;
   const ropekv::Result v = ropekv::validate(a, ropekv::Backend::kHost);
+  ++counts.validated;
   static const bool verbose = std::getenv("ROPEKV_FUZZ_VERBOSE") != nullptr;
   if (verbose) std::fprintf(stderr, "ropekv fuzz: validate: %s\n", describe(v).c_str());
   if (!v.ok()) {
@@ -396,6 +574,7 @@ void check_call(const Desc& d) {
   }
 
   // ---- accepted: the views must be sound
+  ++counts.accepted;
   const bool inside = in_arenas(c);
   std::vector<std::vector<std::uint8_t>> owner(kArenas, std::vector<std::uint8_t>(kArenaBytes, 0));
   constexpr i128 k2to63 = i128(1) << 63;
@@ -445,15 +624,30 @@ void check_call(const Desc& d) {
   // Outside the caller's memory, or garbage indices unchecked: not run.
   if (!runnable(c)) return;
 
+  // The oracle's reference, from the inputs as run() will find them.
+  const OracleUse use = oracle_use(c);
+  orc::Reference ref;
+  if (use == OracleUse::kChecks) {
+    ref = orc::reference(a);
+    if (!ref.error.empty()) finding("the oracle rejects a call that is run", ref.error);
+  }
+
   // ---- run: only output elements and the counter may change
-  if (verbose) std::fprintf(stderr, "ropekv fuzz: run\n");
+  if (verbose) std::fprintf(stderr, "ropekv fuzz: run (oracle: %s)\n", to_string(use));
   const ropekv::Result r = ropekv::run(a, ropekv::Backend::kHost);
+  ++counts.run;
   if (!r.ok()) finding("run() failed after validate() accepted", describe(r));
   for (int i = 0; i < kArenas; ++i)
     for (std::size_t k = 0; k < kArenaBytes; ++k)
       if (ar.base[i][k] != ar.pattern[i][k] && owner[std::size_t(i)][k] == 0)
         finding("an accepted call wrote outside its output views",
                 "arena " + std::to_string(i) + " byte " + std::to_string(k));
+  if (use == OracleUse::kChecks) {
+    check_with_oracle(c, ref);
+    ++counts.oracle_checked;
+  } else {
+    ++(use == OracleUse::kTooLarge ? counts.oracle_large : counts.oracle_values);
+  }
   check_prepared_steps(c, d.fill_seed);
 }
 
@@ -465,6 +659,8 @@ void check_call(const Desc& d) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < sizeof(Desc)) return -1;  // not a call: not added to the corpus
+  static const bool registered = std::atexit(print_counts) == 0;
+  (void)registered;
   Desc d;
   std::memcpy(&d, data, sizeof(Desc));
   // The index arena: the input's tail, then zeros.
