@@ -9,17 +9,24 @@
 //    host backend; every output element the oracle names (tests/oracle.hpp)
 //    must be a code its float32 bound allows, every other byte of the query
 //    output and the cache keeps its guard, and the inputs are unchanged.
+//    Layouts.HostFastPathAgainstOracle checks the host fast path the same
+//    way, over all its dtypes, R, styles, N and Dv (input views by hand).
 //  * LayoutsValidate.*: what validation says about helper-built arguments
 //    that are wrong in the ways a user gets them wrong.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "argument_views.hpp"
+#include "detail/lower.hpp"
+#include "host/isa.hpp"
+#include "host/rows.hpp"  // ROPEKV_HOST_MULTI_ISA
 #include "oracle.hpp"
 #include "ropekv/ropekv.hpp"
 
@@ -426,39 +433,100 @@ TEST(Layouts, GqaSlotMappingAndPageTableAgainstOracle) {
   }
 }
 
-// The host backend's fast path (bf16 in, one FP8 format out, fp32 cos/sin, R
-// of 64 or 128; host/isa.cpp), whose 64-element rows take a body of their own
-// (host/rows.hpp), in both styles, with a padding token and saturating values.
+// Whether run(a, kHost) takes the host fast path: the kernel isa.cpp selects
+// for a's lowering, as host_launch selects it, is a token range function.
+bool takes_host_fast_path(const Arguments& a) {
+  detail::LaunchParams p;
+  if (!detail::lower(a, &p).ok()) return false;
+  return detail::host::select_kernel_for_cpu(p).range != nullptr;
+}
+
+// Whether this process's ISA variant has the fast path: every variant but
+// x86-64's baseline (isa.cpp: IsaBase::kFastPath), which runs when
+// ROPEKV_HOST_ISA=baseline or the CPU lacks x86-64-v3.
+bool fast_path_in_this_variant() {
+#if ROPEKV_HOST_MULTI_ISA
+  const char* isa = std::getenv("ROPEKV_HOST_ISA");
+  if (isa != nullptr && std::string(isa) == "baseline") return false;
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("x86-64-v3");
+#else
+  return true;
+#endif
+}
+
+// The host backend's fast path (host/isa.cpp select_range: bf16 or fp16 in,
+// q output and caches of one FP8 format, fp32 cos/sin, R of 64 or 128; any
+// N and Dv), whose rows take bodies of their own (host/rows.hpp): every
+// combination of input, FP8 format, R and style, with and without a
+// non-rotary part, values of Dv == R and Dv != R (rows of a compile-time and
+// a run-time length), a padding token and saturating keys. The test asserts
+// that each call takes the fast path where the variant has one.
 TEST(Layouts, HostFastPathAgainstOracle) {
   constexpr std::int64_t nnz = 9, hq = 8, hk = 2, pages = 4, ps = 4, max_pos = 64;
-  for (std::int64_t r : {64, 128})
-    for (RopeStyle style : {RopeStyle::kNeox, RopeStyle::kInterleaved}) {
-      SCOPED_TRACE("R = " + std::to_string(r) +
-                   (style == RopeStyle::kNeox ? ", NeoX" : ", interleaved"));
-      const std::int64_t d = r;
-      Bytes qkv{std::size_t(nnz * (hq + 2 * hk) * d * 2)}, cos{std::size_t(max_pos * r * 4)},
-          pos{nnz * 8}, slots{nnz * 8};
-      Bytes q_out{std::size_t(nnz * hq * d), kGuard}, k{std::size_t(pages * ps * hk * d), kGuard},
-          v{std::size_t(pages * ps * hk * d), kGuard};
-      fill_bf16(qkv, std::uint32_t(31 + r));
-      fill_cos_sin(cos, max_pos, r);
-      for (std::int64_t t = 0; t < nnz; ++t) {
-        pos.as<std::int64_t>()[t] = (7 * t + 3) % max_pos;
-        slots.as<std::int64_t>()[t] = t == 4 ? -1 : (5 * t) % (pages * ps);  // token 4: padding
-      }
-      Arguments a;
-      set_inputs(a, fused_qkv_views(qkv.data(), DType::kBFloat16, nnz, hq, hk, d, r));
-      set_query_output(a, split_heads(q_out.data(), DType::kFloat8E4M3FN, nnz, hq, d, r));
-      set_kv_cache(a, nhd_kv_cache(k.data(), v.data(), DType::kFloat8E4M3FN, pages, ps, hk, d, r));
-      const std::int64_t cs[2] = {max_pos, r};
-      a.cos_sin_cache = make_contiguous(cos.data(), DType::kFloat32, 2, cs);
-      a.positions = make_vector(pos.data(), DType::kInt64, nnz);
-      a.cache_index = slot_mapping_index(slots.data(), DType::kInt64, nnz);
-      a.q_scale = Scale::host(0.05f);
-      a.k_scale = Scale::host_multiplier(300.0f);  // values past e4m3fn's range saturate
-      a.v_scale = Scale::host(0.125f);
-      expect_matches_oracle(a, {&q_out, &k, &v}, {&qkv, &cos, &pos, &slots}, nnz - 1, 1);
-    }
+  const bool want_fast = fast_path_in_this_variant();
+  if (!want_fast) std::printf("[ fast path ] not in this ISA variant: the row path runs\n");
+  int cases = 0;
+  for (DType in : {DType::kBFloat16, DType::kFloat16})
+    for (DType out : {DType::kFloat8E4M3FN, DType::kFloat8E5M2, DType::kFloat8E4M3FNUZ})
+      for (std::int64_t r : {64, 128})
+        for (RopeStyle style : {RopeStyle::kNeox, RopeStyle::kInterleaved})
+          for (std::int64_t n : {0, 32})
+            for (std::int64_t dv : {r, std::int64_t(80)}) {
+              SCOPED_TRACE(std::string(to_string(in)) + " -> " + to_string(out) + ", R " +
+                           std::to_string(r) +
+                           (style == RopeStyle::kNeox ? ", NeoX" : ", interleaved") + ", N " +
+                           std::to_string(n) + ", Dv " + std::to_string(dv));
+              const std::int64_t d = r + n;
+              // One input row per token: q heads, k heads, v heads, 8 spare.
+              const std::int64_t row = (hq + hk) * d + hk * dv + 8;
+              Bytes qkv{std::size_t(nnz * row * 2)}, cos{std::size_t(max_pos * r * 4)},
+                  pos{nnz * 8}, slots{nnz * 8};
+              Bytes q_out{std::size_t(nnz * hq * d), kGuard},
+                  k{std::size_t(pages * ps * hk * d), kGuard},
+                  v{std::size_t(pages * ps * hk * dv), kGuard};
+              std::uint32_t s = std::uint32_t(31 + r + n + dv + 7 * cases);
+              for (std::int64_t i = 0; i < nnz * row; ++i) {  // about [-2, 2], never 0
+                s = s * 1664525u + 1013904223u;
+                const double x = double((s >> 8) & 0xFFFF) / 16384.0 - 2.0 + 1.0 / 128;
+                qkv.as<std::uint16_t>()[i] = std::uint16_t(orc::encode(in, x));
+              }
+              fill_cos_sin(cos, max_pos, r);
+              for (std::int64_t t = 0; t < nnz; ++t) {
+                pos.as<std::int64_t>()[t] = (7 * t + 3) % max_pos;
+                slots.as<std::int64_t>()[t] = t == 4 ? -1 : (5 * t) % (pages * ps);  // 4: padding
+              }
+              auto view = [](void* p, DType t, std::int64_t e0, std::int64_t e1, std::int64_t e2,
+                             std::int64_t s0, std::int64_t s1) {
+                const std::int64_t e[3] = {e0, e1, e2}, st[3] = {s0, s1, 1};
+                return make_strided(p, t, 3, e, st);
+              };
+              auto* x = qkv.as<std::uint16_t>();
+              Arguments a;
+              a.rope_style = style;
+              a.q_rope = view(x, in, nnz, hq, r, row, d);
+              a.k_rope = view(x + hq * d, in, nnz, hk, r, row, d);
+              if (n > 0) {
+                a.q_nope = view(x + r, in, nnz, hq, n, row, d);
+                a.k_nope = view(x + hq * d + r, in, nnz, hk, n, row, d);
+              }
+              a.v = view(x + (hq + hk) * d, in, nnz, hk, dv, row, dv);
+              set_query_output(a, split_heads(q_out.data(), out, nnz, hq, d, r));
+              set_kv_cache(a, nhd_kv_cache(k.data(), v.data(), out, pages, ps, hk, d, r));
+              const std::int64_t ve[4] = {pages, ps, hk, dv};
+              a.v_cache = make_contiguous(v.data(), out, 4, ve);
+              const std::int64_t cs[2] = {max_pos, r};
+              a.cos_sin_cache = make_contiguous(cos.data(), DType::kFloat32, 2, cs);
+              a.positions = make_vector(pos.data(), DType::kInt64, nnz);
+              a.cache_index = slot_mapping_index(slots.data(), DType::kInt64, nnz);
+              a.q_scale = Scale::host(0.05f);
+              a.k_scale = Scale::host_multiplier(300.0f);  // keys past e4m3's range saturate
+              a.v_scale = Scale::host(0.125f);
+              ASSERT_EQ(takes_host_fast_path(a), want_fast);
+              expect_matches_oracle(a, {&q_out, &k, &v}, {&qkv, &cos, &pos, &slots}, nnz - 1, 1);
+              ++cases;
+            }
+  EXPECT_EQ(cases, 96);
 }
 
 // ------------------------------------------------------------------ validation
