@@ -127,6 +127,7 @@ struct CaseData {
   int counter_buffer = -1;
   std::string layout_errors;  // layout helpers that disagree with the layouts' definitions
   std::int64_t nonzero_inputs = 0;
+  std::int64_t scale_probes = 0;  // see Builder::scale_probes
 };
 
 class Builder {
@@ -147,6 +148,7 @@ class Builder {
   void build_cos_sin();
   void build_scales();
   void fill_inputs();
+  void scale_probes();
   std::uint32_t value_code(int which);  // which: 0 q, 1 k, 2 v
   std::uint32_t special_code();
 

@@ -58,6 +58,18 @@ void Builder::build_indices() {
     }
   }
   d_.expected_bad = s_.num_bad;
+  // Checked mode's exact boundaries, put in deterministically rather than left to chance
+  // draws: the case's j-th bad token (in token order), for j below the number of
+  // boundaries of its addressing form, gets boundary (index + j) % that number, its other
+  // indices valid, so that the boundary alone makes it bad. GridCoverage counts them in
+  // the built cases. The random draws are made as before and then overridden.
+  std::vector<int> boundary(static_cast<std::size_t>(n), -1);
+  {
+    const int kinds = s_.addressing == Addressing::kSlotMapping ? 2 : 4;
+    int j = 0;
+    for (std::int64_t t = 0; t < n && j < kinds; ++t)
+      if (role[std::size_t(t)] == kBad) boundary[std::size_t(t)] = (s_.index + j++) % kinds;
+  }
   auto negative = [&](DType dt) -> std::int64_t {  // a padding marker
     const std::int64_t k = r_.range(0, 3);
     if (k == 0) return -1;
@@ -110,6 +122,13 @@ void Builder::build_indices() {
             pos[ut] = -r_.range(1, 100);
             break;
         }
+        if (boundary[ut] == 0) {  // page == P: the first slot past the cache
+          slot[ut] = slots_total;
+          pos[ut] = max_pos - 1;
+        } else if (boundary[ut] == 1) {  // position == max_pos, in the last slot
+          slot[ut] = slots_total - 1;
+          pos[ut] = max_pos;
+        }
       }
     }
     a.cache_index.form = Addressing::kSlotMapping;
@@ -137,10 +156,12 @@ void Builder::build_indices() {
       total += pages[std::size_t(b)];
       max_len = std::max(max_len, len);
     }
-    // A poisoned sequence (page ids out of range) for some bad tokens.
-    bool poisoned = false;
+    // A poisoned sequence (page ids out of range) for some bad tokens; always when a
+    // token has the page == P boundary (its first page id is P).
+    bool poisoned = false, page_boundary = false;
     for (int k : role) poisoned = poisoned || k == kBad;
-    poisoned = poisoned && r_.coin(0.5);
+    for (int k : boundary) page_boundary = page_boundary || k == 2;
+    poisoned = poisoned && (r_.coin(0.5) || page_boundary);
     num_pages_ = std::max<std::int64_t>(1, total + r_.range(0, 3));
     std::vector<std::int64_t> ids(static_cast<std::size_t>(num_pages_));
     for (std::int64_t i = 0; i < num_pages_; ++i) ids[std::size_t(i)] = i;
@@ -153,10 +174,20 @@ void Builder::build_indices() {
       indptr.push_back(indptr.back() + pages[std::size_t(b)]);
     }
     const std::int64_t poisoned_pages = poisoned ? r_.range(1, 2) : 0;
-    for (std::int64_t j = 0; j < poisoned_pages; ++j)
-      indices.push_back(r_.coin(0.5) ? num_pages_ + r_.range(0, 5) : -1 - r_.range(0, 5));
+    for (std::int64_t j = 0; j < poisoned_pages; ++j) {
+      const std::int64_t id = r_.coin(0.5) ? num_pages_ + r_.range(0, 5) : -1 - r_.range(0, 5);
+      indices.push_back(j == 0 && page_boundary ? num_pages_ : id);
+    }
     if (poisoned) indptr.push_back(indptr.back() + poisoned_pages);
     const std::int64_t batch = std::int64_t(indptr.size()) - 1;
+    // For the boundary "kv position just past the sequence's pages": a sequence whose
+    // next kv_indices entry is a valid page of a later sequence (so only kv_indptr[b + 1]
+    // tells it is past the end), if there is one; and the longest sequence.
+    std::int64_t past_b = B - 1, longest = 0;
+    for (std::int64_t b = B - 1; b >= 0; --b)
+      if (indptr[std::size_t(b + 1)] < total) past_b = b;
+    for (std::int64_t b = 0; b < B; ++b)
+      if (pages[std::size_t(b)] > pages[std::size_t(longest)]) longest = b;
 
     if (s_.kvpos_is_positions) max_pos = max_len + 1 + r_.range(0, 100);
     std::vector<std::int64_t> bidx(static_cast<std::size_t>(n));
@@ -191,6 +222,35 @@ void Builder::build_indices() {
           pos[ut] = bad_rope_pos ? (r_.coin(0.5) ? max_pos + r_.range(0, 100) : -r_.range(1, 100))
                                  : r_.range(0, max_pos - 1);
         }
+        const std::int64_t valid_pos = s_.kvpos_is_positions ? 0 : max_pos - 1;
+        switch (boundary[ut]) {
+          case 0:  // batch index == batch: the first sequence past kv_indptr's end
+            bidx[ut] = batch;
+            kv_pos[ut] = 0;
+            pos[ut] = valid_pos;
+            break;
+          case 1:  // the first kv position past the sequence's last page
+            bidx[ut] = past_b;
+            kv_pos[ut] = pages[std::size_t(past_b)] * ps;
+            pos[ut] = s_.kvpos_is_positions ? kv_pos[ut] : valid_pos;
+            break;
+          case 2:  // page id == P (the poisoned sequence's first page)
+            bidx[ut] = batch - 1;
+            kv_pos[ut] = 0;
+            pos[ut] = valid_pos;
+            break;
+          case 3:  // position == max_pos, at a valid page (where the table allows it)
+            if (!s_.kvpos_is_positions && pages[std::size_t(longest)] > 0) {
+              bidx[ut] = longest;
+              kv_pos[ut] = 0;
+              pos[ut] = max_pos;
+            } else if (s_.kvpos_is_positions && pages[std::size_t(longest)] * ps > max_pos) {
+              bidx[ut] = longest;
+              kv_pos[ut] = pos[ut] = max_pos;
+            }
+            break;
+          default: break;
+        }
       }
     }
     a.cache_index.form = Addressing::kPageTable;
@@ -214,7 +274,9 @@ void Builder::build_cos_sin() {
   const std::int64_t row = R + s_.cos_row_pad;
   const DType dt = s_.cos;
   const std::size_t es = ropekv::size_of(dt);
-  void* p = add("cos_sin_cache", Role::kInput, max_pos * row, es);
+  // Checked cases: a spare row of garbage after the table, read (wrongly) only by a
+  // backend that accepts position == max_pos.
+  void* p = add("cos_sin_cache", Role::kInput, (max_pos + (s_.checked ? 1 : 0)) * row, es);
   for (std::int64_t pos = 0; pos < max_pos; ++pos) {
     for (std::int64_t i = 0; i < half; ++i) {
       const double f = std::pow(s_.rope_base, -2.0 * double(i) / double(R));
@@ -287,6 +349,7 @@ void Builder::fill_inputs() {
         }
   }
   if (nonempty.empty()) return;
+  scale_probes();
   auto random_element = [&]() {
     const TensorView& v = *nonempty[std::size_t(r_.range(0, std::int64_t(nonempty.size()) - 1))];
     return at(v, r_.range(0, v.extent[0] - 1), r_.range(0, v.extent[1] - 1),
@@ -295,6 +358,39 @@ void Builder::fill_inputs() {
   for (int i = 0; i < s_.specials; ++i) store(random_element(), es, special_code());
   for (int i = 0; i < s_.zeros; ++i)
     store(random_element(), es, r_.coin(0.5) ? 0u : (1u << (orc::bits_of(s_.in) - 1)));
+}
+
+// Scale-step probes: with fp32 inputs (any float is an input), some pass-through
+// elements (q/k non-rotary, value) whose scaled value lies within a float32 ulp or two
+// of a midpoint of two adjacent codes of their FP8 output. There the output code tells
+// the contract's v / s from v * RN(1 / s), which random values almost never do.
+// Drawn from a stream of their own, so that every other draw of a case stays as it was.
+void Builder::scale_probes() {
+  if (s_.in != DType::kFloat32) return;
+  Arguments& a = d_.args;
+  Rng pr(s_.seed ^ 0x70726f626573ull);
+  const TensorView* views[3] = {&a.q_nope, &a.k_nope, &a.v};
+  const int which[3] = {0, 1, 2};  // whose scale
+  for (int k = 0; k < 3; ++k) {
+    const TensorView& v = *views[k];
+    const DType out = which[k] == 0 ? s_.q_out : s_.cache;
+    if (!v.present() || v.numel() == 0 || !orc::is_fp8(out)) continue;
+    for (int i = 0; i < 6; ++i) {
+      // Adjacent positive codes c, c + 1 (finite in every FP8 format for c < 0x70);
+      // their midpoint has at most 5 significant bits, so m * scale is exact in double.
+      const std::uint32_t c = std::uint32_t(pr.range(1, 0x6f));
+      const double mid = (orc::decode(out, c) + orc::decode(out, c + 1)) / 2;
+      const double scale = double(s_.scale[which[k]]);
+      float x = float(s_.scale_multiplies[which[k]] ? mid / scale : mid * scale);
+      for (std::int64_t u = pr.range(-2, 2); u != 0; u += u > 0 ? -1 : 1)
+        x = std::nextafter(x, u > 0 ? 1e30f : -1e30f);
+      if (pr.coin(0.5)) x = -x;
+      store(at(v, pr.range(0, v.extent[0] - 1), pr.range(0, v.extent[1] - 1),
+               pr.range(0, v.extent[2] - 1)),
+            4, orc::encode(DType::kFloat32, double(x)));
+      ++d_.scale_probes;
+    }
+  }
 }
 
 CaseData build_case(const Spec& s) {

@@ -207,12 +207,15 @@ void Builder::build_cache() {
   const std::size_t es = ropekv::size_of(dt);
   const std::int64_t P = num_pages_, ps = s_.page_size, hk = s_.hk, R = s_.rdim, N = s_.ndim;
   const std::int64_t D = s_.head_dim(), dv = s_.vdim, pp = s_.page_pad;
+  // Checked cases allocate a spare page of guard bytes after the views: a backend that
+  // wrongly accepts page == P (the generator puts that boundary in) writes there.
+  const std::int64_t Pa = P + (s_.checked ? 1 : 0);
   switch (s_.layout) {
     case Layout::kNhd:
     case Layout::kHnd: {
       const bool nhd = s_.layout == Layout::kNhd;
-      void* k = add("k_cache", Role::kOutput, P * (ps * hk * D + pp), es);
-      void* v = add("v_cache", Role::kOutput, P * (ps * hk * dv + pp), es);
+      void* k = add("k_cache", Role::kOutput, Pa * (ps * hk * D + pp), es);
+      void* v = add("v_cache", Role::kOutput, Pa * (ps * hk * dv + pp), es);
       // [P, ps, Hk, D] or [P, Hk, ps, D]
       const std::int64_t ke = nhd ? hk * D : D, kh = nhd ? D : ps * D;
       const std::int64_t ve = nhd ? hk * dv : dv, vh = nhd ? dv : ps * dv;
@@ -240,8 +243,8 @@ void Builder::build_cache() {
     case Layout::kNhdPadded: {
       const std::int64_t hp = s_.head_pad;
       const std::int64_t kpage = ps * hk * (D + hp) + pp, vpage = ps * hk * (dv + hp) + pp;
-      void* k = add("k_cache", Role::kOutput, P * kpage, es);
-      void* v = add("v_cache", Role::kOutput, P * vpage, es);
+      void* k = add("k_cache", Role::kOutput, Pa * kpage, es);
+      void* v = add("v_cache", Role::kOutput, Pa * vpage, es);
       a.k_cache_rope = view4(k, dt, 0, P, ps, hk, R, kpage, hk * (D + hp), D + hp);
       a.k_cache_nope = view4(k, dt, R, P, ps, hk, N, kpage, hk * (D + hp), D + hp);
       a.v_cache = view4(v, dt, 0, P, ps, hk, dv, vpage, hk * (dv + hp), dv + hp);
@@ -252,7 +255,7 @@ void Builder::build_cache() {
       const bool pm = s_.layout == Layout::kStackedPageMajor;
       const std::int64_t block = ps * hk * D;  // one page of K (or V)
       void* kv =
-          add("kv_cache", Role::kOutput, pm ? P * (2 * block + pp) : 2 * P * (block + pp), es);
+          add("kv_cache", Role::kOutput, pm ? Pa * (2 * block + pp) : 2 * Pa * (block + pp), es);
       const ropekv::KvCacheViews c = ropekv::stacked_kv_cache(
           kv, pm ? ropekv::StackOrder::kPageMajor : ropekv::StackOrder::kKvMajor, dt, P, ps, hk, D,
           R);
@@ -272,7 +275,7 @@ void Builder::build_cache() {
       break;
     }
     case Layout::kMlaSingle: {  // [P, ps, latent | rope]
-      void* c = add("kv_cache", Role::kOutput, P * (ps * D + pp), es);
+      void* c = add("kv_cache", Role::kOutput, Pa * (ps * D + pp), es);
       const ropekv::KvCacheViews v = ropekv::mla_cache_single(c, dt, P, ps, N, R);
       check_helper("mla_cache_single.k_nope", v.k_nope, view4(c, dt, 0, P, ps, 1, N, ps * D, D, D));
       check_helper("mla_cache_single.k_rope", v.k_rope, view4(c, dt, N, P, ps, 1, R, ps * D, D, D));
@@ -282,8 +285,8 @@ void Builder::build_cache() {
       break;
     }
     case Layout::kMlaSplit: {  // ckv [P, ps, latent], kpe [P, ps, rope]
-      void* ckv = add("ckv_cache", Role::kOutput, P * (ps * N + pp), es);
-      void* kpe = add("kpe_cache", Role::kOutput, P * (ps * R + pp), es);
+      void* ckv = add("ckv_cache", Role::kOutput, Pa * (ps * N + pp), es);
+      void* kpe = add("kpe_cache", Role::kOutput, Pa * (ps * R + pp), es);
       const ropekv::KvCacheViews v = ropekv::mla_cache_split(ckv, kpe, dt, P, ps, N, R);
       check_helper("mla_cache_split.k_nope", v.k_nope,
                    view4(ckv, dt, 0, P, ps, 1, N, ps * N, N, N));

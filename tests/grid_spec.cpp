@@ -1,11 +1,13 @@
 // The grid suite's case generator: make_spec draws case `index`'s spec from its own
-// seed; GridCoverage checks that the 540 specs cover the contract's grid.
+// seed; GridCoverage checks that the 540 specs (and the cases built from them) cover the
+// contract's grid.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <string>
 
@@ -335,4 +337,87 @@ TEST(GridCoverage, GeneratorCoversTheSpec) {
   for (const auto& kv : hits)
     EXPECT_GE(kv.second, 3) << "grid covers '" << kv.first << "' only " << kv.second << " times";
   EXPECT_GE(ropekv_test::kNumCases, 500);
+}
+
+namespace {
+
+// Element i of an int32/int64 index vector in a built case's host memory.
+std::int64_t index_at(const ropekv::TensorView& v, std::int64_t i) {
+  const unsigned char* p = static_cast<const unsigned char*>(v.data);
+  if (v.dtype == ropekv::DType::kInt64) {
+    std::int64_t x;
+    std::memcpy(&x, p + 8 * i * v.stride[0], 8);
+    return x;
+  }
+  std::int32_t x;
+  std::memcpy(&x, p + 4 * i * v.stride[0], 4);
+  return x;
+}
+
+}  // namespace
+
+// What only the built cases show: checked mode's exact boundaries, each in a token that
+// this one index alone makes bad (counted from the cases' index arrays, not from the
+// generator's bookkeeping), and the scale-step probes of fp32-input cases.
+TEST(GridCoverage, BuiltCasesHitTheBoundaries) {
+  std::map<std::string, int> hits;
+  for (int i = 0; i < ropekv_test::kNumCases; ++i) {
+    const ropekv_test::Spec s = ropekv_test::make_spec(i);
+    if (!(s.checked && s.nnz > 0) && s.in != ropekv::DType::kFloat32) continue;
+    const ropekv_test::CaseData d = ropekv_test::build_case(s);
+    const ropekv::Arguments& a = d.args;
+    std::map<std::string, bool> in_case;
+    auto hit = [&](const std::string& k, bool cond) { in_case[k] = in_case[k] || cond; };
+    const bool fp8_v = !s.mla() && ropekv_oracle::is_fp8(s.cache) && s.nnz > 0;
+    hit("scale-step probes, dividing value scale",
+        fp8_v && d.scale_probes > 0 && !s.scale_multiplies[2] && s.scale[2] != 1);
+    hit("scale-step probes, multiplying value scale",
+        fp8_v && d.scale_probes > 0 && s.scale_multiplies[2] && s.scale[2] != 1);
+    const std::int64_t num_pages = a.k_cache_rope.extent[0], ps = a.k_cache_rope.extent[1];
+    const std::int64_t max_pos = a.cos_sin_cache.extent[0];
+    const ropekv::CacheIndex& ci = a.cache_index;
+    for (std::int64_t t = 0; s.checked && t < s.nnz; ++t) {
+      const std::int64_t pos = index_at(a.positions, t);
+      const bool pos_ok = pos >= 0 && pos < max_pos;
+      if (ci.form == ropekv::Addressing::kSlotMapping) {
+        const std::int64_t slot = index_at(ci.slot_mapping, t);
+        if (slot < 0) continue;  // padding
+        const std::int64_t page = slot / ps;
+        hit("checked, slot mapping: page == P", page == num_pages && pos_ok);
+        hit("checked, slot mapping: position == max_pos", page < num_pages && pos == max_pos);
+        continue;
+      }
+      const std::int64_t b = index_at(ci.batch_indices, t), kv = index_at(ci.kv_positions, t);
+      const std::int64_t batch = ci.kv_indptr.extent[0] - 1, entries = ci.kv_indices.extent[0];
+      if (b < 0) continue;  // padding
+      hit("checked, page table: batch index == kv_indptr's end", b == batch && kv >= 0 && pos_ok);
+      if (b >= batch || kv < 0) continue;
+      const std::int64_t begin = index_at(ci.kv_indptr, b), end = index_at(ci.kv_indptr, b + 1);
+      const std::int64_t j = kv / ps;
+      // kv_indices[end] a valid page: only kv_indptr[b + 1] says the position is past the end
+      const bool next_valid = end < entries && index_at(ci.kv_indices, end) >= 0 &&
+                              index_at(ci.kv_indices, end) < num_pages;
+      hit("checked, page table: kv position just past the sequence's pages",
+          j == end - begin && next_valid && pos_ok);
+      if (j >= end - begin) continue;
+      const std::int64_t page = index_at(ci.kv_indices, begin + j);
+      hit("checked, page table: page == P", page == num_pages && pos_ok);
+      hit("checked, page table: position == max_pos",
+          page >= 0 && page < num_pages && pos == max_pos);
+    }
+    for (const auto& kv : in_case) hits[kv.first] += kv.second ? 1 : 0;
+  }
+  const char* const kExpected[] = {
+      "scale-step probes, dividing value scale",
+      "scale-step probes, multiplying value scale",
+      "checked, slot mapping: page == P",
+      "checked, slot mapping: position == max_pos",
+      "checked, page table: batch index == kv_indptr's end",
+      "checked, page table: kv position just past the sequence's pages",
+      "checked, page table: page == P",
+      "checked, page table: position == max_pos"};
+  for (const char* k : kExpected) {
+    EXPECT_GE(hits[k], 3) << "built grid cases hit '" << k << "' in only " << hits[k] << " cases";
+    std::printf("[ coverage ] %s: %d cases\n", k, hits[k]);
+  }
 }

@@ -149,6 +149,7 @@ struct Tallies {
   FormatTally formats[6];
   std::map<std::string, std::set<int>> cases_run;  // backend name -> case indices
   std::uint64_t bytes_compared = 0;                // device vs host
+  std::uint64_t exact_elements = 0;                // checked against the float32 formula
   std::uint64_t printed_at = ~0ull;
 };
 Tallies& tallies() {
@@ -210,9 +211,14 @@ std::uint64_t total_elements() {
 void print_summary() {
   Tallies& t = tallies();
   const std::uint64_t n = total_elements();
-  const std::uint64_t key = n * 1000003ull + t.bytes_compared;
+  const std::uint64_t key = (n * 1000003ull + t.bytes_compared) * 1000003ull + t.exact_elements;
   if (key == t.printed_at) return;
   t.printed_at = key;
+  if (t.exact_elements != 0)
+    std::printf(
+        "[ grid ] %llu named output elements (every backend run) checked: each the code of the "
+        "contract's float32 formula, bit for bit\n",
+        static_cast<unsigned long long>(t.exact_elements));
   if (n != 0) std::printf("[ grid ] %s\n", agreement_line(nullptr).c_str());
   if (t.bytes_compared != 0)
     std::printf(
@@ -329,14 +335,32 @@ void run_case(const BackendMemory& mem, int index) {
                    std::to_string(ref.bad_tokens) + " bad tokens)");
   }
 
+  auto code_of = [&](const orc::ExpectedElement& e) {
+    const int bits = orc::bits_of(e.dtype);
+    const auto loc = locate(d, e.address, std::size_t(bits / 8));
+    return orc::load_code(got[std::size_t(loc.first)].data() + loc.second, bits);
+  };
+  // ---- every named element against the contract's float32 formula, bit for bit: the
+  // contract fixes each float32 operation (fmaf RoPE, IEEE scale step), so every backend
+  // must write exactly this code. The oracle's own two definitions must agree too.
+  for (const orc::ExpectedElement& e : ref.elements) {
+    const std::uint32_t code = code_of(e);
+    if (!e.allows(e.exact))
+      fail.add("oracle: float32 formula's code outside the oracle's double-precision bound",
+               e.describe());
+    if (code != e.exact) {
+      char b[64];
+      std::snprintf(b, sizeof(b), "; backend wrote 0x%x", code);
+      fail.add("elements not bit-identical to the contract's float32 formula", e.describe() + b);
+    }
+  }
+  tallies().exact_elements += ref.elements.size();
+
   if (mem.backend == ropekv::Backend::kHost) {
-    // ---- every named element against the oracle
+    // ---- every named element against the oracle's double value and error bound
     Tallies& t = tallies();
     for (const orc::ExpectedElement& e : ref.elements) {
-      const int bits = orc::bits_of(e.dtype);
-      const auto loc = locate(d, e.address, std::size_t(bits / 8));
-      const std::uint32_t code =
-          orc::load_code(got[std::size_t(loc.first)].data() + loc.second, bits);
+      const std::uint32_t code = code_of(e);
       FormatTally& f = t.formats[format_slot(e.dtype)];
       ++f.elements;
       if (code == e.nearest) {
@@ -454,6 +478,7 @@ TEST_P(GridSummary, AllCases) {
     double frac = 0;
     const std::string line = ropekv_test::agreement_line(&frac);
     EXPECT_GT(ropekv_test::total_elements(), 0u);
+    EXPECT_GT(ropekv_test::tallies().exact_elements, 0u);
     EXPECT_LE(frac, ropekv_test::kMaxNonIdenticalFraction) << line;
   }
   ropekv_test::print_summary();

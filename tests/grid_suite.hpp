@@ -11,11 +11,13 @@
 //                                      the host backend the oracle-agreement
 //                                      line and its bound, for other backends
 //                                      the bit-identity count.
-// Host backend: every named output element against the oracle (tests/oracle.hpp).
+// Host backend: every named output element within the oracle's double-precision
+// error bound (tests/oracle.hpp).
 // Other backends: the same case on the host backend and on the backend under
 // test, bit-identical query outputs and whole cache buffers (guards included).
-// Every backend: every byte the contract does not name still holds its guard, inputs
-// are unchanged, the checked-mode counter is right.
+// Every backend: every named output element is the code of the contract's float32
+// formula (the oracle's `exact`) bit for bit, every byte the contract does not name
+// still holds its guard, inputs are unchanged, the checked-mode counter is right.
 #pragma once
 
 #include <gtest/gtest.h>

@@ -13,6 +13,9 @@
 //    of one call, with a proven bound on how far the library's float32 path may
 //    be from the double value, so that the set of codes the library may
 //    legitimately produce is known exactly.
+//  * The op again, as the contract's float32 formula written out step by step
+//    (std::fmaf RoPE, IEEE float32 scale step, the encoders above): the one code
+//    every backend must write for each element.
 #pragma once
 
 #include <cstdint>
@@ -73,6 +76,13 @@ struct ExpectedElement {
   double error_bound;
   std::uint32_t nearest;  // encode(value)
   std::uint32_t lo, hi;   // encode(value - bound), encode(value + bound)
+  // The contract's float32 formula evaluated exactly as SPEC writes it, in
+  // float32: y = fmaf(x, c, -(xp * s)) / yp = fmaf(xp, c, x * s) for rotary
+  // dims, x for the rest; then, for FP8 outputs only, y / scale (IEEE
+  // division) or y * scale (one multiplication); then encode(). Every backend
+  // must write this code (a NaN as canonical_nan()).
+  float exact_value;
+  std::uint32_t exact;
 
   // True when `code` is a code the float32 path can produce: the canonical
   // NaN when the value is NaN, else a code between lo and hi (order_key).

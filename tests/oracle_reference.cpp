@@ -1,5 +1,6 @@
 // The test oracle's op (see oracle.hpp): reading the call's memory, the error bounds and
-// reference(). Independent of core/detail, like the formats' element math in oracle.cpp.
+// reference(), which also evaluates the contract's float32 formula exactly as written.
+// Independent of core/detail, like the formats' element math in oracle.cpp.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -42,15 +43,18 @@ unsigned char* element(const TensorView& v, std::int64_t i0, std::int64_t i1, st
 }
 
 // A scale as the oracle applies it: divide by it or multiply by it (the
-// scale's convention), in double.
+// scale's convention), in double, and as the contract's one float32 operation.
 struct OracleScale {
   double value = 1.0;
+  float value_f32 = 1.0f;
   bool multiply = false;
   double apply(double v) const { return multiply ? v * value : v / value; }
+  float apply_f32(float v) const { return multiply ? v * value_f32 : v / value_f32; }
 };
 OracleScale scale_of(const ropekv::Scale& s) {
   OracleScale o;
-  o.value = s.device != nullptr ? double(*s.device) : double(s.value);
+  o.value_f32 = s.device != nullptr ? *s.device : s.value;
+  o.value = double(o.value_f32);
   o.multiply = s.convention == ropekv::ScaleConvention::kMultiply;
   return o;
 }
@@ -74,16 +78,21 @@ constexpr double kU = 0x1p-24;
 constexpr double kSlack = 1.0 + 0x1p-20;
 constexpr double kAbsSlack = 0x1p-140;
 
+// value and bound (double), and `exact`: the contract's float32 formula.
 struct Converted {
   double value, bound;
+  float exact;
 };
 
 // A rotated element: value = f(x*c -+ xp*s) for FP8 outputs, else the
-// rotated value itself. `prod_sum` = |x*c| + |xp*s|.
-Converted rotated(double y, double prod_sum, bool finite_inputs, bool fp8, OracleScale scale) {
+// rotated value itself. `prod_sum` = |x*c| + |xp*s|. `y_f32`: the rotation
+// by the contract's float32 formula (fmaf), scaled here likewise.
+Converted rotated(double y, double prod_sum, bool finite_inputs, bool fp8, OracleScale scale,
+                  float y_f32) {
   Converted r;
   const OracleScale f = fp8 ? scale : OracleScale{};
   r.value = f.apply(y);
+  r.exact = fp8 ? scale.apply_f32(y_f32) : y_f32;
   r.bound = (finite_inputs && std::isfinite(y))
                 ? std::fabs(f.apply(3 * kU * prod_sum * kSlack + kAbsSlack))
                 : 0.0;
@@ -91,8 +100,10 @@ Converted rotated(double y, double prod_sum, bool finite_inputs, bool fp8, Oracl
 }
 
 // A pass-through element: value = f(x); only the FP8 scaling rounds.
+// Inputs are bf16/fp16/fp32, so x is a float32 value: float(x) is exact.
 Converted passed(double x, bool fp8, OracleScale scale) {
   Converted r;
+  r.exact = fp8 ? scale.apply_f32(float(x)) : float(x);
   if (!fp8) {
     r.value = x;
     r.bound = 0.0;
@@ -118,6 +129,8 @@ ExpectedElement make_element(Target target, std::int64_t token, std::int64_t hea
   e.value = c.value;
   e.error_bound = c.bound;
   e.nearest = encode(dtype, c.value);
+  e.exact_value = c.exact;
+  e.exact = encode(dtype, double(c.exact));  // a float is exact in double: one rounding
   if (c.bound > 0) {
     e.lo = encode(dtype, c.value - c.bound);
     e.hi = encode(dtype, c.value + c.bound);
@@ -163,8 +176,10 @@ std::string ExpectedElement::describe() const {
   }
   std::string s = b;
   std::snprintf(b, sizeof(b),
-                " %s: value %.17g (bound %.3g), nearest code 0x%0*x, allowed 0x%0*x..0x%0*x",
-                ropekv::to_string(dtype), value, error_bound, w, nearest, w, lo, w, hi);
+                " %s: value %.17g (bound %.3g), nearest code 0x%0*x, allowed 0x%0*x..0x%0*x, "
+                "float32 formula %.9g -> code 0x%0*x",
+                ropekv::to_string(dtype), value, error_bound, w, nearest, w, lo, w, hi,
+                double(exact_value), w, exact);
   return s + b;
 }
 
@@ -217,8 +232,13 @@ Reference reference(const Arguments& a) {
       const double y1 = x1 * c + x0 * s;
       const double sum = std::fabs(x0 * c) + std::fabs(x1 * s);
       const double sum1 = std::fabs(x1 * c) + std::fabs(x0 * s);
-      rot[std::size_t(i0)] = rotated(y0, sum, finite, fp8, scale);
-      rot[std::size_t(i1)] = rotated(y1, sum1, finite, fp8, scale);
+      // The contract's float32 formula, as SPEC writes it (inputs and table
+      // entries are float32 values, so the casts are exact).
+      const float x0f = float(x0), x1f = float(x1), cf = float(c), sf = float(s);
+      const float y0f = std::fmaf(x0f, cf, -(x1f * sf));
+      const float y1f = std::fmaf(x1f, cf, x0f * sf);
+      rot[std::size_t(i0)] = rotated(y0, sum, finite, fp8, scale, y0f);
+      rot[std::size_t(i1)] = rotated(y1, sum1, finite, fp8, scale, y1f);
     }
   };
 

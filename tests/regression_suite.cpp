@@ -75,16 +75,17 @@ void expect_rejected(Buffers& b, const BackendMemory& mem, const Arguments& a, S
   EXPECT_EQ(b.first_change(before), "") << "a rejected call wrote";
 }
 
-// Every output element the oracle names holds a code it allows, and every
-// other byte of the output buffers still holds the guard. Returns the number
-// of elements checked.
+// Every output element the oracle names holds a code it allows, and exactly the
+// code of the contract's float32 formula (the oracle's `exact`), and every other
+// byte of the output buffers still holds the guard. Returns the number of
+// elements checked.
 std::size_t expect_matches_oracle(
     const Arguments& host_args, const orc::Reference& ref,
     const std::vector<std::pair<const unsigned char*, std::size_t>>& outs) {
   EXPECT_TRUE(ref.error.empty()) << ref.error;
   std::vector<std::vector<bool>> named;
   for (const auto& o : outs) named.emplace_back(o.second, false);
-  std::size_t bad = 0;
+  std::size_t bad = 0, inexact = 0;
   for (const orc::ExpectedElement& e : ref.elements) {
     const int bytes = orc::bits_of(e.dtype) / 8;
     bool found = false;
@@ -98,6 +99,9 @@ std::size_t expect_matches_oracle(
     const std::uint32_t code = orc::load_code(e.address, orc::bits_of(e.dtype));
     if (!e.allows(code) && bad++ < 5)
       ADD_FAILURE() << e.describe() << "; library wrote 0x" << std::hex << code;
+    if (code != e.exact && inexact++ < 5)
+      ADD_FAILURE() << "not the float32 formula's code: " << e.describe() << "; library wrote 0x"
+                    << std::hex << code;
   }
   for (std::size_t i = 0; i < outs.size(); ++i)
     for (std::size_t k = 0; k < outs[i].second; ++k)
@@ -106,6 +110,7 @@ std::size_t expect_matches_oracle(
         break;
       }
   EXPECT_EQ(bad, 0u) << bad << " elements outside the oracle's bounds";
+  EXPECT_EQ(inexact, 0u) << inexact << " elements not bit-identical to the float32 formula";
   (void)host_args;
   return ref.elements.size();
 }
