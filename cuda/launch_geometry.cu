@@ -80,9 +80,10 @@ bool vector_eligible(const LaunchParams& p) {
   if (!dtype_info(p.q_out.dtype).quantized || p.cache.dtype != p.q_out.dtype) return false;
   if (p.rotary_dim % kItem != 0 || p.nope_dim % kItem != 0 || p.v_dim % kItem != 0) return false;
   if (p.rotary_dim / kItem > kVecBlock) return false;  // a team of S_r lanes fits in a block
-  // Unit counts fit 32 bits.
-  if ((p.num_q_heads + p.num_kv_heads) * (p.rotary_dim + p.nope_dim + p.v_dim) / kItem >=
-      (std::int64_t(1) << 31))
+  // Unit counts fit 32 bits: heads * units a head < 2^31, tested without a
+  // product that could overflow (validation bounds each factor, not both).
+  const std::int64_t head_units = (p.rotary_dim + p.nope_dim + p.v_dim) / kItem;
+  if (head_units > 0 && p.num_q_heads + p.num_kv_heads > ((std::int64_t(1) << 31) - 1) / head_units)
     return false;
   // Input rows (2-byte elements) and the cos/sin rows 16-byte aligned, output
   // rows (1-byte codes) 8-byte aligned.

@@ -760,6 +760,22 @@ TEST(CudaLauncherBulk, PlanFollowsTheInputsPlaces) {
 // over the whole range below 2^31 (flat_grid_fits' bound), and unit counts
 // from 1 to beyond the decode kernel's 16-bit parts. Arithmetic only: no
 // device needed.
+TEST(CudaLauncher, VectorPathOnlyWhereUnitCountsFit32Bits) {
+  // Host arithmetic, no device. Heads * units a head must stay below 2^31,
+  // including where their product would pass 2^63 (2^34 heads of 2^26 units
+  // are 2^60 units; 2^34 heads of 2^30 dims make 2^64 elements, which wrap).
+  LaunchParams p = params(8, std::uintptr_t(1) << 32);
+  EXPECT_TRUE(gpu::vector_eligible(p));
+  const std::int64_t per_head = p.rotary_dim + p.v_dim;  // 128: 8 units of 16
+  p.num_q_heads = ((std::int64_t(1) << 31) - 1) / (per_head / 16) - p.num_kv_heads;
+  EXPECT_TRUE(gpu::vector_eligible(p)) << "2^31 - 8 units";
+  ++p.num_q_heads;
+  EXPECT_FALSE(gpu::vector_eligible(p)) << "2^31 units";
+  p.num_q_heads = (std::int64_t(1) << 34) - 1;
+  p.v_dim = (std::int64_t(1) << 30) - p.rotary_dim;
+  EXPECT_FALSE(gpu::vector_eligible(p)) << "2^60 units";
+}
+
 TEST(CudaLauncher, FlatQuotientIsExactBelowTwoToThe31) {
   const std::uint64_t limit = std::uint64_t(1) << 31;
   std::uint64_t checked = 0, wrong = 0;
