@@ -369,19 +369,18 @@ void Builder::scale_probes() {
   if (s_.in != DType::kFloat32) return;
   Arguments& a = d_.args;
   Rng pr(s_.seed ^ 0x70726f626573ull);
-  const TensorView* views[3] = {&a.q_nope, &a.k_nope, &a.v};
-  const int which[3] = {0, 1, 2};  // whose scale
+  const TensorView* views[3] = {&a.q_nope, &a.k_nope, &a.v};  // scales 0 q, 1 k, 2 v
   for (int k = 0; k < 3; ++k) {
     const TensorView& v = *views[k];
-    const DType out = which[k] == 0 ? s_.q_out : s_.cache;
+    const DType out = k == 0 ? s_.q_out : s_.cache;
     if (!v.present() || v.numel() == 0 || !orc::is_fp8(out)) continue;
     for (int i = 0; i < 6; ++i) {
       // Adjacent positive codes c, c + 1 (finite in every FP8 format for c < 0x70);
       // their midpoint has at most 5 significant bits, so m * scale is exact in double.
       const std::uint32_t c = std::uint32_t(pr.range(1, 0x6f));
       const double mid = (orc::decode(out, c) + orc::decode(out, c + 1)) / 2;
-      const double scale = double(s_.scale[which[k]]);
-      float x = float(s_.scale_multiplies[which[k]] ? mid / scale : mid * scale);
+      const double scale = double(s_.scale[k]);
+      float x = float(s_.scale_multiplies[k] ? mid / scale : mid * scale);
       for (std::int64_t u = pr.range(-2, 2); u != 0; u += u > 0 ? -1 : 1)
         x = std::nextafter(x, u > 0 ? 1e30f : -1e30f);
       if (pr.coin(0.5)) x = -x;

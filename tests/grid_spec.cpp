@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <map>
 #include <string>
 
@@ -339,23 +338,6 @@ TEST(GridCoverage, GeneratorCoversTheSpec) {
   EXPECT_GE(ropekv_test::kNumCases, 500);
 }
 
-namespace {
-
-// Element i of an int32/int64 index vector in a built case's host memory.
-std::int64_t index_at(const ropekv::TensorView& v, std::int64_t i) {
-  const unsigned char* p = static_cast<const unsigned char*>(v.data);
-  if (v.dtype == ropekv::DType::kInt64) {
-    std::int64_t x;
-    std::memcpy(&x, p + 8 * i * v.stride[0], 8);
-    return x;
-  }
-  std::int32_t x;
-  std::memcpy(&x, p + 4 * i * v.stride[0], 4);
-  return x;
-}
-
-}  // namespace
-
 // What only the built cases show: checked mode's exact boundaries, each in a token that
 // this one index alone makes bad (counted from the cases' index arrays, not from the
 // generator's bookkeeping), and the scale-step probes of fp32-input cases.
@@ -377,30 +359,32 @@ TEST(GridCoverage, BuiltCasesHitTheBoundaries) {
     const std::int64_t max_pos = a.cos_sin_cache.extent[0];
     const ropekv::CacheIndex& ci = a.cache_index;
     for (std::int64_t t = 0; s.checked && t < s.nnz; ++t) {
-      const std::int64_t pos = index_at(a.positions, t);
+      const std::int64_t pos = ropekv_oracle::load_index(a.positions, t);
       const bool pos_ok = pos >= 0 && pos < max_pos;
       if (ci.form == ropekv::Addressing::kSlotMapping) {
-        const std::int64_t slot = index_at(ci.slot_mapping, t);
+        const std::int64_t slot = ropekv_oracle::load_index(ci.slot_mapping, t);
         if (slot < 0) continue;  // padding
         const std::int64_t page = slot / ps;
         hit("checked, slot mapping: page == P", page == num_pages && pos_ok);
         hit("checked, slot mapping: position == max_pos", page < num_pages && pos == max_pos);
         continue;
       }
-      const std::int64_t b = index_at(ci.batch_indices, t), kv = index_at(ci.kv_positions, t);
+      const std::int64_t b = ropekv_oracle::load_index(ci.batch_indices, t),
+                         kv = ropekv_oracle::load_index(ci.kv_positions, t);
       const std::int64_t batch = ci.kv_indptr.extent[0] - 1, entries = ci.kv_indices.extent[0];
       if (b < 0) continue;  // padding
       hit("checked, page table: batch index == kv_indptr's end", b == batch && kv >= 0 && pos_ok);
       if (b >= batch || kv < 0) continue;
-      const std::int64_t begin = index_at(ci.kv_indptr, b), end = index_at(ci.kv_indptr, b + 1);
+      const std::int64_t begin = ropekv_oracle::load_index(ci.kv_indptr, b),
+                         end = ropekv_oracle::load_index(ci.kv_indptr, b + 1);
       const std::int64_t j = kv / ps;
       // kv_indices[end] a valid page: only kv_indptr[b + 1] says the position is past the end
-      const bool next_valid = end < entries && index_at(ci.kv_indices, end) >= 0 &&
-                              index_at(ci.kv_indices, end) < num_pages;
+      const bool next_valid = end < entries && ropekv_oracle::load_index(ci.kv_indices, end) >= 0 &&
+                              ropekv_oracle::load_index(ci.kv_indices, end) < num_pages;
       hit("checked, page table: kv position just past the sequence's pages",
           j == end - begin && next_valid && pos_ok);
       if (j >= end - begin) continue;
-      const std::int64_t page = index_at(ci.kv_indices, begin + j);
+      const std::int64_t page = ropekv_oracle::load_index(ci.kv_indices, begin + j);
       hit("checked, page table: page == P", page == num_pages && pos_ok);
       hit("checked, page table: position == max_pos",
           page >= 0 && page < num_pages && pos == max_pos);

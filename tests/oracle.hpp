@@ -35,6 +35,8 @@ bool is_fp8(DType dtype);
 int bits_of(DType dtype);  // 8, 16 or 32
 // The raw code of `bits` (8, 16 or 32) bits stored at p (unaligned).
 std::uint32_t load_code(const unsigned char* p, int bits);
+// Element i of an int32 or int64 index vector (host memory).
+std::int64_t load_index(const ropekv::TensorView& v, std::int64_t i);
 
 // The value of a code (NaN for NaN codes, +-inf where the format has them).
 double decode(DType dtype, std::uint32_t code);

@@ -22,19 +22,6 @@ double load_value(DType dtype, const unsigned char* p) {
   return decode(dtype, load_code(p, bits_of(dtype)));
 }
 
-std::int64_t load_index(const TensorView& v, std::int64_t i) {
-  const unsigned char* p =
-      static_cast<const unsigned char*>(v.data) + i * v.stride[0] * std::int64_t(bytes_of(v.dtype));
-  if (v.dtype == DType::kInt64) {
-    std::int64_t x;
-    std::memcpy(&x, p, 8);
-    return x;
-  }
-  std::int32_t x;
-  std::memcpy(&x, p, 4);
-  return x;
-}
-
 unsigned char* element(const TensorView& v, std::int64_t i0, std::int64_t i1, std::int64_t i2,
                        std::int64_t i3 = 0) {
   const std::int64_t off =
@@ -141,6 +128,19 @@ ExpectedElement make_element(Target target, std::int64_t token, std::int64_t hea
 }
 
 }  // namespace
+
+std::int64_t load_index(const TensorView& v, std::int64_t i) {
+  const unsigned char* p =
+      static_cast<const unsigned char*>(v.data) + i * v.stride[0] * std::int64_t(bytes_of(v.dtype));
+  if (v.dtype == DType::kInt64) {
+    std::int64_t x;
+    std::memcpy(&x, p, 8);
+    return x;
+  }
+  std::int32_t x;
+  std::memcpy(&x, p, 4);
+  return x;
+}
 
 // ------------------------------------------------------------- public: the op
 const char* to_string(Target target) {
