@@ -89,6 +89,8 @@ struct ExpectedElement {
   // True when `code` is a code the float32 path can produce: the canonical
   // NaN when the value is NaN, else a code between lo and hi (order_key).
   bool allows(std::uint32_t code) const;
+  // What a backend must write: an allowed code that is also `exact`.
+  bool matches(std::uint32_t code) const { return allows(code) && code == exact; }
   std::string describe() const;
 };
 
