@@ -132,9 +132,8 @@ Kernel select_kernel(const LaunchParams& p) {
   return k;
 }
 
-}  // namespace
-
-Kernel select_kernel_for_cpu(const LaunchParams& p) {
+// 2: x86-64-v4, 1: x86-64-v3, 0: the baseline (multi-ISA builds; else 0).
+int isa_level() {
 #if ROPEKV_HOST_MULTI_ISA
   static const int level = [] {
     __builtin_cpu_init();
@@ -150,10 +149,30 @@ Kernel select_kernel_for_cpu(const LaunchParams& p) {
     }
     return l;
   }();
+  return level;
+#else
+  return 0;
+#endif
+}
+
+}  // namespace
+
+Kernel select_kernel_for_cpu(const LaunchParams& p) {
+#if ROPEKV_HOST_MULTI_ISA
+  const int level = isa_level();
   if (level == 2) return select_kernel<IsaAvx512>(p);
   if (level == 1) return select_kernel<IsaAvx2>(p);
 #endif
   return select_kernel<IsaBase>(p);
+}
+
+IsaVariant selected_isa() {
+#if ROPEKV_HOST_MULTI_ISA
+  const int level = isa_level();
+  if (level == 2) return {"avx512", IsaAvx512::kFastPath};
+  if (level == 1) return {"avx2", IsaAvx2::kFastPath};
+#endif
+  return {"baseline", IsaBase::kFastPath};
 }
 
 }  // namespace host

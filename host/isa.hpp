@@ -38,6 +38,14 @@ struct Kernel {
 // ROPEKV_HOST_ISA=avx2|baseline lowers it (tests, measurements).
 Kernel select_kernel_for_cpu(const LaunchParams& p);
 
+// The variant select_kernel_for_cpu takes in this process ("avx512", "avx2"
+// or "baseline") and whether it has the fast path (tests).
+struct IsaVariant {
+  const char* name;
+  bool fast_path;
+};
+IsaVariant selected_isa();
+
 }  // namespace host
 }  // namespace detail
 }  // namespace ropekv

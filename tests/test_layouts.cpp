@@ -18,7 +18,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -26,7 +25,6 @@
 #include "argument_views.hpp"
 #include "detail/lower.hpp"
 #include "host/isa.hpp"
-#include "host/rows.hpp"  // ROPEKV_HOST_MULTI_ISA
 #include "oracle.hpp"
 #include "ropekv/ropekv.hpp"
 
@@ -442,20 +440,6 @@ bool takes_host_fast_path(const Arguments& a) {
   return detail::host::select_kernel_for_cpu(p).range != nullptr;
 }
 
-// Whether this process's ISA variant has the fast path: every variant but
-// x86-64's baseline (isa.cpp: IsaBase::kFastPath), which runs when
-// ROPEKV_HOST_ISA=baseline or the CPU lacks x86-64-v3.
-bool fast_path_in_this_variant() {
-#if ROPEKV_HOST_MULTI_ISA
-  const char* isa = std::getenv("ROPEKV_HOST_ISA");
-  if (isa != nullptr && std::string(isa) == "baseline") return false;
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("x86-64-v3");
-#else
-  return true;
-#endif
-}
-
 // The host backend's fast path (host/isa.cpp select_range: bf16 or fp16 in,
 // q output and caches of one FP8 format, fp32 cos/sin, R of 64 or 128; any
 // N and Dv), whose rows take bodies of their own (host/rows.hpp): every
@@ -465,8 +449,10 @@ bool fast_path_in_this_variant() {
 // that each call takes the fast path where the variant has one.
 TEST(Layouts, HostFastPathAgainstOracle) {
   constexpr std::int64_t nnz = 9, hq = 8, hk = 2, pages = 4, ps = 4, max_pos = 64;
-  const bool want_fast = fast_path_in_this_variant();
-  if (!want_fast) std::printf("[ fast path ] not in this ISA variant: the row path runs\n");
+  const bool want_fast = detail::host::selected_isa().fast_path;
+  if (!want_fast)
+    std::printf("[ fast path ] not in the %s variant: the row path runs\n",
+                detail::host::selected_isa().name);
   int cases = 0;
   for (DType in : {DType::kBFloat16, DType::kFloat16})
     for (DType out : {DType::kFloat8E4M3FN, DType::kFloat8E5M2, DType::kFloat8E4M3FNUZ})
