@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <exception>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -77,6 +78,23 @@ double model_bytes(const LaunchParams& p) {
   return per_token * double(p.nnz);
 }
 
+// The first exception a body threw on any thread, rethrown on the calling
+// thread once all have stopped (an exception must not escape a worker).
+class FirstFailure {
+ public:
+  void record() noexcept {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (!first_) first_ = std::current_exception();
+  }
+  void rethrow() const {
+    if (first_) std::rethrow_exception(first_);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::exception_ptr first_;
+};
+
 // What host_last_call_threads() reports: set once per call, per calling thread.
 thread_local int last_call_threads = 0;
 
@@ -88,10 +106,18 @@ void host_for_tokens(const LaunchParams& p,
   using Space = Kokkos::DefaultHostExecutionSpace;
   if (Space::concurrency() > 1) {
     using Policy = Kokkos::RangePolicy<Space, Kokkos::IndexType<std::int64_t>>;
+    FirstFailure failure;
     Kokkos::parallel_for("ropekv::host::rope_quant_append", Policy(0, p.nnz),
-                         [&body](std::int64_t t) { body(t, t + 1); });
+                         [&body, &failure](std::int64_t t) {
+                           try {
+                             body(t, t + 1);
+                           } catch (...) {
+                             failure.record();
+                           }
+                         });
     Space().fence();
     last_call_threads = Space::concurrency();
+    failure.rethrow();
     return;
   }
   // Serial host space: the calling thread and up to threads - 1 workers
@@ -111,12 +137,19 @@ void host_for_tokens(const LaunchParams& p,
   // microseconds of work for the largest canonical shapes).
   const std::int64_t chunk =
       std::max<std::int64_t>(1, std::min<std::int64_t>(64, p.nnz / (16 * threads)));
+  // A body that throws stops the chunks not yet taken.
   std::atomic<std::int64_t> next{0};
-  auto work = [&p, &body, &next, chunk] {
-    for (;;) {
-      const std::int64_t t0 = next.fetch_add(chunk, std::memory_order_relaxed);
-      if (t0 >= p.nnz) return;
-      body(t0, std::min(p.nnz, t0 + chunk));
+  FirstFailure failure;
+  auto work = [&p, &body, &next, chunk, &failure] {
+    try {
+      for (;;) {
+        const std::int64_t t0 = next.fetch_add(chunk, std::memory_order_relaxed);
+        if (t0 >= p.nnz) return;
+        body(t0, std::min(p.nnz, t0 + chunk));
+      }
+    } catch (...) {
+      next.store(p.nnz, std::memory_order_relaxed);
+      failure.record();
     }
   };
   std::vector<std::thread> workers;
@@ -131,6 +164,7 @@ void host_for_tokens(const LaunchParams& p,
   last_call_threads = 1 + int(workers.size());
   work();
   for (std::thread& w : workers) w.join();
+  failure.rethrow();
 }
 
 int host_last_call_threads() noexcept { return last_call_threads; }

@@ -21,7 +21,8 @@ int host_backend_threads() noexcept;
 
 // Runs body(t0, t1) over the tokens [0, p.nnz) in chunks of consecutive
 // tokens, on the threads the host backend uses for a call like `p` (one
-// below its size threshold). May throw what starting a thread throws.
+// below its size threshold). Rethrows the first exception body throws, once
+// every thread has stopped; chunks not yet taken by then are not run.
 void host_for_tokens(const LaunchParams& p,
                      const std::function<void(std::int64_t, std::int64_t)>& body);
 

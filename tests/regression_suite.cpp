@@ -27,6 +27,7 @@
 #include "detail/lower.hpp"
 #include "detail/params.hpp"
 #include "host/threads.hpp"
+#include "host_split.hpp"
 #include "oracle.hpp"
 #include "ropekv/ropekv.hpp"
 #include "test_calls.hpp"
@@ -138,12 +139,10 @@ int host_call_threads() {
 TEST_P(Issue11, Defect1CheckedCounterExactUnderThreads) {
   const BackendMemory& mem = GetParam().memory();
   if (!mem.available()) GTEST_SKIP() << mem.why_unavailable;
-  setenv("ROPEKV_HOST_THREADS", "4", 0);  // read once, at the first large host call
+  ropekv_test::request_host_threads("4");
   const bool host = mem.backend == ropekv::Backend::kHost;
-  if (host && host_threads() < 2)
-    GTEST_SKIP() << "the host backend runs on one thread here (ROPEKV_HOST_THREADS="
-                 << (std::getenv("ROPEKV_HOST_THREADS") ? std::getenv("ROPEKV_HOST_THREADS") : "")
-                 << ", or one CPU when the count was read): no threads to race";
+  const std::string no_split = host ? ropekv_test::no_split_reason(host_threads()) : "";
+  if (!no_split.empty()) GTEST_SKIP() << no_split << ": no threads to race";
   // 65536 tokens of 2.4 KB each in the byte model: far above the size from
   // which the host backend starts threads. All but every 64th token are bad
   // (page >= P), so the threads update the counter many times at once.
@@ -449,7 +448,7 @@ TEST_P(Issue11, Defect8ExtentOneStridesDoNotOverlap) {
 TEST_P(Issue11, Defect9DuplicateEntriesWriteOnlyTheirBytes) {
   const BackendMemory& mem = GetParam().memory();
   if (!mem.available()) GTEST_SKIP() << mem.why_unavailable;
-  setenv("ROPEKV_HOST_THREADS", "4", 0);
+  ropekv_test::request_host_threads("4");
   Gqa g;
   g.nnz = 2048;  // large enough for the host backend's threads
   g.hq = 8;

@@ -7,14 +7,21 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
 #include <vector>
 
+#include "detail/params.hpp"
 #include "host/threads.hpp"
+#include "host_split.hpp"
 #include "oracle.hpp"
 #include "ropekv/ropekv.hpp"
 
@@ -121,14 +128,11 @@ std::size_t count_diff(const std::vector<std::uint8_t>& a, const std::vector<std
 }
 
 void check_split_equals_chunked(const Case& c) {
-  // Several threads even on a small machine, unless the environment chose a
-  // count (read once, at the first host call); the call is cut into chunks
-  // of 32 tokens that the threads take in whatever order they get them.
-  setenv("ROPEKV_HOST_THREADS", "3", 0);
-  if (detail::host_backend_threads() < 2)
-    GTEST_SKIP() << "the host backend runs on one thread here (ROPEKV_HOST_THREADS="
-                 << (std::getenv("ROPEKV_HOST_THREADS") ? std::getenv("ROPEKV_HOST_THREADS") : "")
-                 << ", or one CPU when the count was read): no split to compare";
+  // Several threads even on a small machine; the call is cut into chunks of
+  // 32 tokens that the threads take in whatever order they get them.
+  ropekv_test::request_host_threads("3");
+  const std::string no_split = ropekv_test::no_split_reason(detail::host_backend_threads());
+  if (!no_split.empty()) GTEST_SKIP() << no_split << ": no split to compare";
   constexpr std::int64_t kNnz = 1536, kChunk = 32;  // about 15 MB in one call; 300 KB a chunk
   Problem prob(c, kNnz);
   Problem::Outputs whole = prob.make_outputs(), chunked = prob.make_outputs();
@@ -161,6 +165,48 @@ TEST(HostThreads, FastPathSplitEqualsChunked) {
 TEST(HostThreads, RowPathSplitEqualsChunked) {
   check_split_equals_chunked({"fp16->e5m2 interleaved R 96 + N 32", DType::kFloat16,
                               DType::kFloat8E5M2, RopeStyle::kInterleaved, 16, 4, 128, 96});
+}
+
+// A body that throws on one chunk (on whichever thread takes it): the
+// exception reaches the caller, not std::terminate, once every thread is done.
+TEST(HostThreads, BodyExceptionReachesTheCaller) {
+  ropekv_test::request_host_threads("3");
+  const std::string no_split = ropekv_test::no_split_reason(detail::host_backend_threads());
+  if (!no_split.empty()) GTEST_SKIP() << no_split << ": no worker to throw on";
+  detail::LaunchParams p;  // about 64 MB in the byte model: split over threads
+  p.nnz = 4096;
+  p.num_q_heads = 64;
+  p.num_kv_heads = 8;
+  p.rotary_dim = 64;
+  p.nope_dim = 64;
+  p.v_dim = 128;
+  p.in.bytes = 2;
+  p.q_out.bytes = 1;
+  p.cache.bytes = 1;
+  p.cos.bytes = 4;
+  std::atomic<int> running{0};
+  std::atomic<bool> thrown{false};
+  auto body = [&](std::int64_t t0, std::int64_t) {
+    running.fetch_add(1);
+    if (t0 >= 512 && !thrown.exchange(true)) {
+      running.fetch_sub(1);
+      throw std::runtime_error("chunk failed");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));  // others are busy at the throw
+    running.fetch_sub(1);
+  };
+  EXPECT_THROW(
+      {
+        try {
+          detail::host_for_tokens(p, body);
+        } catch (const std::runtime_error& e) {
+          EXPECT_STREQ(e.what(), "chunk failed");
+          throw;
+        }
+      },
+      std::runtime_error);
+  EXPECT_GE(detail::host_last_call_threads(), 2) << "the call was not split";
+  EXPECT_EQ(running.load(), 0) << "a thread was still in the body when the call returned";
 }
 
 }  // namespace
