@@ -132,9 +132,9 @@ Kernel select_kernel(const LaunchParams& p) {
   return k;
 }
 
-// 2: x86-64-v4, 1: x86-64-v3, 0: the baseline (multi-ISA builds; else 0).
-int isa_level() {
 #if ROPEKV_HOST_MULTI_ISA
+// 2: x86-64-v4, 1: x86-64-v3, 0: the baseline.
+int isa_level() {
   static const int level = [] {
     __builtin_cpu_init();
     int l = __builtin_cpu_supports("x86-64-v4") ? 2 : __builtin_cpu_supports("x86-64-v3") ? 1 : 0;
@@ -150,10 +150,8 @@ int isa_level() {
     return l;
   }();
   return level;
-#else
-  return 0;
-#endif
 }
+#endif
 
 }  // namespace
 

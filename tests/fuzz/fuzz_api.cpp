@@ -17,11 +17,12 @@
 //      elements and of the checked-mode counter;
 //   4b. where the test oracle (tests/oracle.hpp, an independent definition of
 //      the op) applies to a call that was run, every element it names holds
-//      a code its bound allows, no other byte changed, and the checked-mode
-//      counter grew by the oracle's count of bad tokens. It applies when the
-//      call names at most kOracleMaxElements elements and every input value
-//      keeps the op's float32 products and quotients normal, as the oracle's
-//      bounds assume (most fill seeds give such values; see fill_bits);
+//      the float32 formula's code, inside the oracle's bound; no other byte
+//      changed, and the checked-mode counter grew by the oracle's count of
+//      bad tokens. It applies when the call names at most kOracleMaxElements
+//      elements and every input value keeps the op's float32 products and
+//      quotients normal, as the oracle's bounds assume (most fill seeds give
+//      such values; see fill_bits);
 //   5. an accepted call prepared (PreparedCall), then stepped twice with
 //      arguments that differ from the step before only in what a step may
 //      change (a view's data moved or set to another's, the token count, or
@@ -487,9 +488,10 @@ std::string hex(std::uint32_t code) {
 // Property 4b, after run(): ref is the oracle's reference computed before it.
 ROPEKV_FUZZ_NO_COVERAGE void check_with_oracle(const Call& c, const orc::Reference& ref) {
   Arenas& ar = arenas();
-  // Tokens that share a cache entry (a caller error validation cannot see)
-  // leave one of their values: an element passes when any of its address's
-  // elements allows its code.
+  // An element must hold the float32 formula's code within the oracle's
+  // bounds (ExpectedElement::matches). Tokens that share a cache entry (a
+  // caller error validation cannot see) leave one of their values: the entry
+  // passes when it matches one of its address's elements.
   std::vector<std::size_t> order(ref.elements.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
@@ -508,9 +510,10 @@ ROPEKV_FUZZ_NO_COVERAGE void check_with_oracle(const Call& c, const orc::Referen
     for (int k = 0; k < bytes; ++k) named[std::size_t(arena)][off + std::size_t(k)] = true;
     const std::uint32_t code = orc::load_code(e.address, orc::bits_of(e.dtype));
     bool allowed = false;
-    for (std::size_t k = g; k < end && !allowed; ++k) allowed = ref.elements[order[k]].allows(code);
+    for (std::size_t k = g; k < end && !allowed; ++k)
+      allowed = ref.elements[order[k]].matches(code);
     if (!allowed)
-      finding("an output element outside the oracle's bounds",
+      finding("an output element outside the oracle's bounds or not the float32 formula's code",
               e.describe() + "; library wrote " + hex(code) +
                   (end - g > 1 ? " (" + std::to_string(end - g) + " tokens share it)" : ""));
     g = end;
