@@ -379,8 +379,8 @@ TEST(GridCoverage, BuiltCasesHitTheBoundaries) {
                          end = ropekv_oracle::load_index(ci.kv_indptr, b + 1);
       const std::int64_t j = kv / ps;
       // kv_indices[end] a valid page: only kv_indptr[b + 1] says the position is past the end
-      const bool next_valid = end < entries && ropekv_oracle::load_index(ci.kv_indices, end) >= 0 &&
-                              ropekv_oracle::load_index(ci.kv_indices, end) < num_pages;
+      const std::int64_t next = end < entries ? ropekv_oracle::load_index(ci.kv_indices, end) : -1;
+      const bool next_valid = next >= 0 && next < num_pages;
       hit("checked, page table: kv position just past the sequence's pages",
           j == end - begin && next_valid && pos_ok);
       if (j >= end - begin) continue;
